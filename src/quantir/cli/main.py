@@ -1,0 +1,42 @@
+"""``quantir`` — one entry point, one module per subcommand.
+
+Each subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int`` and is
+imported only when used, so ``quantir opt`` never imports ONNX Runtime.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import QuantirError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "opt": ("quantir.cli.opt", "parse, verify and print IR text; run passes (like mlir-opt)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="quantir", description="Post-training integer quantization compiler.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except QuantirError as e:
+        print(f"quantir {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

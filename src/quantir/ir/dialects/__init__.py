@@ -1,0 +1,7 @@
+"""Dialects: each module registers its op definitions on import.
+
+``func`` and ``arith`` hold the few MLIR builtin ops quantir needs; ``quant`` is MLIR's
+quantization dialect plus its legacy instrumentation ops; ``nn`` holds float network ops and
+``qnn`` integer ones.
+"""
+from . import arith, func, quant  # noqa: F401  (registration side effects)
