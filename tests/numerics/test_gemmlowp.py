@@ -216,7 +216,9 @@ def test_inv_sqrt_matches_scalar_port_and_real(xs, reverse):
     big = np.array([x for x in xs if x > 1], dtype=float)
     if big.size:
         mm, ss = get_inv_sqrt_quantized_multiplier_exp(big.astype(np.int64), -1)
-        assert np.allclose(mm / 2.0**31 * 2.0 ** ss.astype(float), 1 / np.sqrt(big), rtol=1e-6)
+        # Five Newton steps in Q3.28 leave ~1.3e-6 relative error for small inputs (x = 32 gives
+        # 1.24e-6): that is LiteRT's own precision, and the bit-exact check above is the real test.
+        assert np.allclose(mm / 2.0**31 * 2.0 ** ss.astype(float), 1 / np.sqrt(big), rtol=5e-6)
 
 
 @settings(max_examples=100, deadline=None)
