@@ -1,0 +1,1 @@
+"""The quantization domain: observers, calibration methods, patterns, calibration, lowering."""
