@@ -172,6 +172,8 @@ class Lexer:
         if c in _PUNCT:
             self.pos += 1
             return self._tok(_PUNCT[c], start)
+        if c == ".":  # MLIR's lexEllipsis: a lone '.' (as in `.5`) errs after the dot
+            raise self.source.error(start + 1, "expected three consecutive dots for an ellipsis")
         raise self.source.error(start, f"unexpected character")
 
     def _lex_number(self, start: int) -> Token:
@@ -209,7 +211,7 @@ class Lexer:
             if c == "\n":
                 break
             self.pos += 2 if c == "\\" else 1
-        raise self.source.error(start, "expected '\"' in string literal")
+        raise self.source.error(min(self.pos, n), "expected '\"' in string literal")  # MLIR: at the newline/EOF
 
     def _lex_prefixed(self, start: int, c: str) -> Token:
         t, n = self.text, self.limit
@@ -222,7 +224,12 @@ class Lexer:
         if c == "@" and self.pos < n and t[self.pos] == '"':
             self._lex_string(self.pos)
             return self._tok(Tok.AT_ID, start)
-        # %0, %arg0, %foo#1 (suffix ids may start with a digit)
+        # %0, %arg0, %foo#1 (suffix ids may start with a digit; then, as in MLIR, they
+        # are digits only: `!2quant` is `!2` followed by `quant`)
+        if self.pos < n and "0" <= t[self.pos] <= "9":
+            while self.pos < n and "0" <= t[self.pos] <= "9":
+                self.pos += 1
+            return self._tok(kind, start)
         if self.pos < n and (_is_id_char(t[self.pos]) or t[self.pos] in "-"):
             while self.pos < n and (_is_id_char(t[self.pos]) or t[self.pos] == "-"):
                 self.pos += 1
