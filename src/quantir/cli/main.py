@@ -14,6 +14,8 @@ from ..errors import QuantirError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "opt": ("quantir.cli.opt", "parse, verify and print IR text; run passes (like mlir-opt)"),
+    "run": ("quantir.cli.run", "run a model (.onnx or .mlir) on inputs from an .npz file"),
+    "show": ("quantir.cli.show", "print a model (.onnx or .mlir) as IR text with large constants elided"),
 }
 
 
