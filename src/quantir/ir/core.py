@@ -81,7 +81,7 @@ class BlockArgument(Value):
 class Operation:
     """One operation: ``results = opdef(operands) {attributes}``."""
 
-    __slots__ = ("opdef", "operands", "results", "attributes", "loc", "block", "label")
+    __slots__ = ("opdef", "operands", "results", "attributes", "loc", "block", "label", "__weakref__")
 
     def __init__(self, opdef: "OpDef", operands: Sequence[Value], result_types: Sequence[Type],
                  attributes: dict[str, Attribute] | None = None, loc: Location | None = None,

@@ -5,3 +5,5 @@ quantization dialect plus its legacy instrumentation ops; ``nn`` holds float net
 ``qnn`` integer ones.
 """
 from . import arith, func, quant  # noqa: F401  (registration side effects)
+from . import nn  # noqa: F401,E402  (the float network ops; see nn.py)
+from . import qnn  # noqa: F401,E402  (integer ops on quantized tensors; see qnn.py)

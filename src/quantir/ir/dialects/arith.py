@@ -2,9 +2,17 @@
 held by reference) or a scalar integer/float attribute."""
 from __future__ import annotations
 
-from ..attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr
+from ...types import IntegerType, NoneType, Type
+from ..attributes import BoolAttr, DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr
 from ..core import Operation
 from ..opdef import AttrKind, AttrSpec, OpDef, Trait, close_dialect, register
+
+
+def _value_type(value) -> Type:
+    """The type MLIR gives the value: ``true`` is an ``i1`` IntegerAttr, a string has ``none``."""
+    if isinstance(value, BoolAttr):
+        return IntegerType(1)
+    return getattr(value, "type", NoneType())
 
 
 def _verify_constant(op: Operation) -> str | None:
@@ -12,11 +20,13 @@ def _verify_constant(op: Operation) -> str | None:
     if value is None:
         return "requires attribute 'value'"
     result_type = op.results[0].type
-    if isinstance(value, (DenseElementsAttr, DenseResourceAttr, IntegerAttr, FloatAttr)):
-        if value.type != result_type:
-            return (f"failed to verify that all of {{value, result}} have same type")
-        return None
-    return "value must be an integer, float, or elements attribute"
+    if _value_type(value) != result_type:
+        return "failed to verify that all of {value, result} have same type"
+    if isinstance(result_type, IntegerType) and result_type.signedness != "signless":
+        return "integer return type must be signless"
+    if not isinstance(value, (DenseElementsAttr, DenseResourceAttr, IntegerAttr, FloatAttr, BoolAttr)):
+        return "value must be an integer, float, or elements attribute"
+    return None
 
 
 CONSTANT = register(OpDef(

@@ -1,0 +1,208 @@
+"""The public API: load a model, quantize it, look at what happened, save it.
+
+>>> import numpy as np, quantir as qr                                    # doctest: +SKIP
+>>> model = qr.load("models/fashion_mnist_cnn.onnx")                    # doctest: +SKIP
+>>> result = qr.quantize(model, calibration={"input": images[:500]})    # doctest: +SKIP
+>>> print(result.summary())                                             # doctest: +SKIP
+>>> result.save("fashion_mnist_cnn.int8.mlir")                          # doctest: +SKIP
+
+This module sits above every layer: it wires the frontends, the quantizer, the runtime
+(calibration executors, per-layer error) and the backends together.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import QuantirError
+from .ir import Function, Module, Value
+from .ir.dialects import qnn, quant
+from .quantize import check as spec_view
+from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
+from .quantize.config import Config
+from .quantize.data import as_dataset
+from .quantize.lower import lower
+from .quantize.patterns import Annotation, annotate
+from .quantize.solver import ActParams, solve
+from .report.layers import LayerError, compare
+
+
+def load(path: str | os.PathLike | Any) -> Module:
+    """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text."""
+    if isinstance(path, Module):
+        return path
+    if not isinstance(path, (str, os.PathLike)):
+        from .frontends.onnx import load_onnx
+        return load_onnx(path)
+    p = Path(path)
+    if p.suffix == ".mlir":
+        from .text import parse_module
+        return parse_module(p.read_text(), str(p))
+    if p.suffix == ".tflite":
+        from .frontends.tflite import load_tflite  # type: ignore[import-not-found]
+        return load_tflite(p)
+    from .frontends.onnx import load_onnx
+    return load_onnx(p)
+
+
+def make_engine(fn: Function, names: Sequence[str], engine: str):
+    """The fp32 executor with ``names`` exposed: ONNX Runtime when asked and able, else numpy."""
+    if engine == "ort":
+        try:
+            from .runtime.ort import OrtExecutor
+            return OrtExecutor(fn, expose=list(names))
+        except (ImportError, QuantirError) as e:
+            import warnings
+            warnings.warn(f"ONNX Runtime cannot run this model ({e}); calibrating with the numpy interpreter")
+    from .runtime import run
+
+    class _Interpreter:
+        def run(self, feeds):
+            return run(fn, feeds, intermediates=list(names))
+    return _Interpreter()
+
+
+@dataclass
+class Result:
+    """The integer module and everything that explains it."""
+
+    module: Module
+    float_function: Function
+    annotation: Annotation
+    params: dict[Value, ActParams]
+    statistics: Statistics
+    config: Config
+    _layers: list[LayerError] | None = field(default=None, repr=False)
+
+    # -- inspection -----------------------------------------------------------------------------
+    def cast_counts(self) -> tuple[int, int]:
+        """(quant.qcast, quant.dcast) ops left in the integer function."""
+        ops = self.module.main.ops
+        return sum(op.opdef is quant.QCAST for op in ops), sum(op.opdef is quant.DCAST for op in ops)
+
+    def quantized_ops(self) -> Counter:
+        return Counter(r.pattern.name for r in self.annotation.regions)
+
+    def layer_errors(self) -> list[LayerError]:
+        """Per quantized layer: the dequantized integer output against float, on calibration samples."""
+        if self._layers is None:
+            self._layers = _layer_errors(self)
+        return self._layers
+
+    def spec_report(self):
+        return spec_view.check_module(self.module)
+
+    def summary_dict(self, worst: int = 10) -> dict:
+        q, d = self.cast_counts()
+        report = self.spec_report()
+        layers = sorted(self.layer_errors(), key=lambda e: e.sqnr_db)
+        return {
+            "calibration_samples": self.statistics.num_samples,
+            "method": self.config.method,
+            "per_channel": self.config.per_channel,
+            "quantized": dict(self.quantized_ops()),
+            "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": why}
+                           for op, why in self.annotation.float_ops],
+            "quantize_ops": q, "dequantize_ops": d,
+            "spec_check": {"checked": report.checked, "violations": [str(v) for v in report.violations]},
+            "worst_layers": [e.as_dict() for e in layers[:worst]],
+        }
+
+    def summary(self, worst: int = 10) -> str:
+        s = self.summary_dict(worst)
+        lines = [f"quantized {sum(s['quantized'].values())} ops on {s['calibration_samples']} calibration samples "
+                 f"(method {s['method']}, {'per-channel' if s['per_channel'] else 'per-tensor'} weights):"]
+        lines += [f"  {n:<14} {k}" for k, n in sorted(s["quantized"].items(), key=lambda kv: -kv[1])]
+        lines.append(f"left float: {len(s['left_float'])}")
+        lines += [f"  {f['op']} ({f['kind']}): {f['reason']}" for f in s["left_float"]]
+        lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
+        spec = s["spec_check"]
+        lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
+        lines += [f"  {v}" for v in spec["violations"]]
+        lines.append(f"lowest SQNR layers (dB, against float on {min(64, s['calibration_samples'])} samples):")
+        for e in s["worst_layers"]:
+            sq = "inf" if e["sqnr_db"] is None else f"{e['sqnr_db']:7.2f}"
+            lines.append(f"  {sq}  cos {e['cosine']:.5f}  max err {e['max_error_steps']:.1f} steps  "
+                         f"{e['name']} ({e['kind']})")
+        return "\n".join(lines)
+
+    # -- output ---------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike, *, format: str | None = None) -> Path:
+        """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .tflite).
+        ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator"."""
+        from .fileio import atomic_write
+        p = Path(path)
+        if p.suffix == ".mlir":
+            from .text import print_module
+            atomic_write(p, print_module(self.module).encode())
+        elif p.suffix == ".onnx":
+            from .backends.onnx import save_quantized  # type: ignore[attr-defined]
+            save_quantized(self.module, p, format=format or "qdq")
+        elif p.suffix == ".tflite":
+            from .backends.tflite import save_tflite  # type: ignore[attr-defined]
+            save_tflite(self.module, p)
+        elif p.suffix == ".json":
+            atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
+        else:
+            raise QuantirError(f"unknown output format '{p.suffix}' for {p}: use .mlir, .onnx or .tflite")
+        return p
+
+
+def quantize(model: Any, calibration: Any, config: Config | None = None) -> Result:
+    """Quantize a float model to int8 with calibration data.
+
+    ``model``: a path (.onnx, .mlir), an ``onnx.ModelProto`` or a Module. ``calibration``:
+    arrays or an .npz path keyed by input name (axis 0 indexes samples), an iterable of feed
+    dicts, or an ONNX Runtime ``CalibrationDataReader``. Raises ``CalibrationError`` for
+    unusable data and ``QuantirError`` when nothing in the model can be quantized.
+    """
+    config = config or Config()
+    module = load(model)
+    fn = module.main
+    ensure_names(fn)
+    annotation = annotate(fn, config)
+    if not annotation.regions:
+        reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])
+        raise QuantirError(f"nothing to quantize in this model ({reasons})")
+    dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
+    statistics = calibrate(fn, annotation, dataset, config, make_engine)
+    params = solve(annotation, statistics, config, fn)
+    int_fn = lower(fn, annotation, params, config)
+    return Result(Module([int_fn]), fn, annotation, params, statistics, config)
+
+
+def _layer_errors(result: Result) -> list[LayerError]:
+    from .runtime import run
+    regions = result.annotation.regions
+    kept = result.statistics.kept
+    if not kept:
+        return []
+    fn = result.float_function
+    int_fn = result.module.main
+    names = [r.output.name_hint for r in regions]
+    qnames = {v.name_hint for op in int_fn.ops for v in op.results}
+    wanted = [n for n in names if f"{n}__q" in qnames]
+    engine = make_engine(fn, wanted, "interpreter")
+    errors: dict[str, list] = {n: [] for n in wanted}
+    for batch in kept:
+        ref = engine.run(batch)
+        got = run(int_fn, batch, intermediates=[f"{n}__q" for n in wanted])
+        for n in wanted:
+            errors[n].append((ref[n], got[f"{n}__q"]))
+    by_name = {r.output.name_hint: r for r in regions}
+    out = []
+    for n in wanted:
+        region = by_name[n]
+        p = result.params[region.output]
+        ref = np.concatenate([a.reshape(a.shape[0], -1) for a, _ in errors[n]])
+        q = np.concatenate([b.reshape(b.shape[0], -1) for _, b in errors[n]]).astype(np.int64)
+        deq = (np.float32(p.scale) * (q - p.zero_point).astype(np.float32))
+        sqnr, cos, err = compare(ref, deq)
+        out.append(LayerError(region.label, region.pattern.kind, sqnr, cos, err, p.scale))
+    return out

@@ -1,0 +1,214 @@
+"""The ONNX op table: how each supported ONNX op type becomes ``nn`` ops.
+
+Most ops need no code: ``GENERIC`` lists them, their ``nn`` op is ``nn.<snake_case>``,
+attributes are renamed to snake_case and checked against the ``OpDef``, and the inputs
+named in ``CONSTANT_INPUTS`` become attributes (they must be constants once the producers
+are folded). Ops that need more — optional inputs in the middle, outputs to synthesize,
+attributes that pick a type — have a converter function in ``CUSTOM``.
+
+A converter takes a :class:`~quantir.frontends.onnx.importer.NodeContext` and returns the
+node's output values (``None`` for an output it does not produce).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from ...errors import UnsupportedOpError
+from ...ir import lookup
+from ...ir.dialects import nn
+from ...ir.dialects.nn_base import element_dtype
+from ...ir.opdef import OpDef
+from .dtypes import element_type
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+# -- ops converted by the generic rule ----------------------------------------------------------
+
+_NAMES = """
+Relu Sigmoid Tanh Erf Exp Log Sqrt Neg Abs Reciprocal Floor Ceil Round Sign Sin Cos Tan Asin Acos Atan Sinh
+Cosh Asinh Acosh Atanh Softplus Softsign HardSwish Mish Identity Not LeakyRelu Elu Celu Selu ThresholdedRelu
+HardSigmoid Shrink Gelu Clip IsInf Cast
+Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor Sum Max Min Mean Where
+Conv ConvTranspose QLinearConv MaxPool AveragePool GlobalAveragePool GlobalMaxPool
+Gemm
+BatchNormalization LayerNormalization InstanceNormalization LRN Softmax LogSoftmax Hardmax
+ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
+ArgMax ArgMin
+Reshape Flatten Transpose Squeeze Unsqueeze Expand Tile DepthToSpace SpaceToDepth Shape Size ConstantOfShape Range
+Concat Slice Gather Pad Resize
+DynamicQuantizeLinear
+""".split()
+_OVERRIDES = {"MatMul": "matmul", "QLinearMatMul": "qlinear_matmul", "IsNaN": "is_nan"}
+
+GENERIC: dict[str, OpDef] = {name: lookup(f"nn.{snake_case(name)}") for name in _NAMES}
+GENERIC.update({name: lookup(f"nn.{op}") for name, op in _OVERRIDES.items()})
+_missing = [k for k, v in GENERIC.items() if v is None]
+if _missing:
+    raise RuntimeError(f"ONNX op table names ops the nn dialect does not define: {_missing}")
+
+
+# -- inputs that become attributes --------------------------------------------------------------
+
+def _ints(a: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.asarray(a).reshape(-1))
+
+
+def _floats(a: np.ndarray) -> tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(a, dtype=np.float64).reshape(-1))
+
+
+def _scalar(a: np.ndarray) -> float:
+    a = np.asarray(a)
+    if a.size != 1:
+        raise UnsupportedOpError(f"expected a single value, got a tensor of shape {a.shape}")
+    return float(a.reshape(()))
+
+
+@dataclass(frozen=True)
+class ConstInput:
+    """ONNX input ``index`` becomes attribute ``attr`` converted by ``convert``; with
+    ``empty_is_absent`` a zero-size tensor means the input was not given."""
+
+    index: int
+    attr: str
+    convert: Callable[[np.ndarray], object]
+    empty_is_absent: bool = True
+
+
+def _axes(i: int) -> ConstInput:
+    return ConstInput(i, "axes", _ints)
+
+
+CONSTANT_INPUTS: dict[str, tuple[ConstInput, ...]] = {
+    "Reshape": (ConstInput(1, "shape", _ints, empty_is_absent=False),),
+    "Expand": (ConstInput(1, "shape", _ints, empty_is_absent=False),),
+    "ConstantOfShape": (ConstInput(0, "shape", _ints, empty_is_absent=False),),
+    "Tile": (ConstInput(1, "repeats", _ints, empty_is_absent=False),),
+    "Squeeze": (_axes(1),),
+    "Unsqueeze": (_axes(1),),
+    **{f"Reduce{k}": (_axes(1),) for k in ("Mean", "Sum", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
+                                           "LogSum", "LogSumExp")},
+    "Slice": (ConstInput(1, "starts", _ints, False), ConstInput(2, "ends", _ints, False), _axes(3),
+              ConstInput(4, "steps", _ints)),
+    "Pad": (ConstInput(1, "pads", _ints, False), ConstInput(2, "constant_value", _scalar), _axes(3)),
+    "Resize": (ConstInput(1, "roi", _floats), ConstInput(2, "scales", _floats), ConstInput(3, "sizes", _ints)),
+    "Clip": (ConstInput(1, "min", _scalar), ConstInput(2, "max", _scalar)),
+    "Split": (ConstInput(1, "split", _ints),),
+    "Dropout": (ConstInput(1, "ratio", _scalar), ConstInput(2, "training_mode", _scalar)),
+}
+
+
+def constant_input_slots(op_type: str) -> set[int]:
+    """Indices of the inputs of ``op_type`` that quantir needs as compile-time constants."""
+    return {c.index for c in CONSTANT_INPUTS.get(op_type, ())}
+
+
+# -- custom converters ----------------------------------------------------------------------------
+
+def _constant(ctx):
+    attrs = ctx.raw_attributes()
+    if len(attrs) != 1:
+        raise UnsupportedOpError(f"Constant needs exactly one value attribute, got {sorted(attrs)}")
+    (name, value), = attrs.items()
+    if name == "value":
+        array = value
+    elif name in ("value_float", "value_floats"):
+        array = np.asarray(value, dtype=np.float32)
+    elif name in ("value_int", "value_ints"):
+        array = np.asarray(value, dtype=np.int64)
+    else:
+        raise UnsupportedOpError(f"Constant with attribute '{name}' is not supported")
+    return [ctx.constant(array, name_of_output=0)]
+
+
+def _dropout(ctx):
+    consts = ctx.const_inputs()
+    if consts.get("training_mode"):
+        raise UnsupportedOpError("Dropout with training_mode = true is not supported (inference graphs only)")
+    attrs = ctx.attributes()
+    if "ratio" in consts:
+        attrs["ratio"] = consts["ratio"]
+    return ctx.emit(nn.DROPOUT, [ctx.input(0)], **attrs)
+
+
+def _split(ctx):
+    attrs = {**ctx.attributes(), **ctx.const_inputs()}
+    if not attrs.get("split") and not attrs.get("num_outputs"):
+        attrs["num_outputs"] = len(ctx.node.output)
+    return ctx.emit(nn.SPLIT, [ctx.input(0)], **attrs)
+
+
+def _cast_like(ctx):
+    attrs = ctx.attributes()
+    to = ctx.input(1).type.element_type
+    return ctx.emit(nn.CAST, [ctx.input(0)], to=to, **attrs)
+
+
+def _zero_point(ctx, index: int, dtype: np.dtype, shape=()) -> object:
+    """The zero-point input ``index``, or a zero constant of ``dtype`` when the node omits it."""
+    v = ctx.input(index)
+    return v if v is not None else ctx.constant(np.zeros(shape, dtype=dtype))
+
+
+def _quantize_linear(ctx):
+    attrs = ctx.attributes()
+    out_code = attrs.pop("output_dtype", 0)
+    scale = ctx.input(1)
+    zp = ctx.input(2)
+    if zp is None:
+        et = element_type(out_code or TensorProto.UINT8, "QuantizeLinear output_dtype")   # ONNX: uint8
+        zp = ctx.constant(np.zeros(scale.type.shape or (), dtype=element_dtype(et)))
+    elif out_code and element_type(out_code, "QuantizeLinear output_dtype") != zp.type.element_type:
+        raise UnsupportedOpError("QuantizeLinear output_dtype differs from the zero point's type")
+    return ctx.emit(nn.QUANTIZE_LINEAR, [ctx.input(0), scale, zp], **attrs)
+
+
+def _dequantize_linear(ctx):
+    attrs = ctx.attributes()
+    out_code = attrs.pop("output_dtype", 0)
+    x, scale = ctx.input(0), ctx.input(1)
+    if out_code and element_type(out_code, "DequantizeLinear output_dtype") != scale.type.element_type:
+        raise UnsupportedOpError("DequantizeLinear with an output_dtype other than the scale's type is not supported")
+    zp = _zero_point(ctx, 2, element_dtype(x.type), scale.type.shape or ())
+    return ctx.emit(nn.DEQUANTIZE_LINEAR, [x, scale, zp], **attrs)
+
+
+def _integer_product(opdef):
+    def convert(ctx):
+        a, b = ctx.input(0), ctx.input(1)
+        a_zp = _zero_point(ctx, 2, element_dtype(a.type))
+        b_zp = _zero_point(ctx, 3, element_dtype(b.type))
+        return ctx.emit(opdef, [a, b, a_zp, b_zp], **ctx.attributes())
+    return convert
+
+
+def _batch_norm(ctx):
+    if len([o for o in ctx.node.output if o]) > 1:
+        raise UnsupportedOpError("BatchNormalization with running mean/var outputs (training) is not supported")
+    return ctx.generic(nn.BATCH_NORMALIZATION)
+
+
+CUSTOM: dict[str, Callable] = {
+    "Constant": _constant,
+    "Dropout": _dropout,
+    "Split": _split,
+    "CastLike": _cast_like,
+    "QuantizeLinear": _quantize_linear,
+    "DequantizeLinear": _dequantize_linear,
+    "ConvInteger": _integer_product(nn.CONV_INTEGER),
+    "MatMulInteger": _integer_product(nn.MATMUL_INTEGER),
+    "BatchNormalization": _batch_norm,
+}
+
+# Attributes whose ONNX value is a type code.
+TYPE_ATTRIBUTES = {("Cast", "to")}
+
+SUPPORTED_OPS: frozenset[str] = frozenset(GENERIC) | frozenset(CUSTOM)

@@ -1,0 +1,232 @@
+"""The ``qnn`` dialect: integer ops on quantized tensors with LiteRT int8 semantics.
+
+Layout is the float graph's (NCHW, ONNX); the TFLite backend converts to NHWC. Operands and
+results are tensors of ``!quant.uniform`` types: int8 activations per tensor, int8 weights
+symmetric per axis (dimension 0 of OIHW / [C_out, K]), int32 bias with scale
+input_scale × weight_scale. Every parameter a kernel needs follows from these types exactly as
+LiteRT's Prepare derives it (docs/numerics.md §1.7); ops whose requantization is one fixed-point
+multiply per channel (conv, fully_connected, requantize) also carry the ``multiplier``/``shift``
+pairs as attributes, so the integer graph shows its fixed-point constants, and the verifier
+checks them against the types.
+
+Shapes follow the float op each qnn op was lowered from: the verifier runs that ``nn`` op's
+type rule on the operands with their element types made float and compares shapes.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ...errors import QuantirError
+from ...numerics import (conv_multiplier, fully_connected_per_tensor_multiplier, quantize_multipliers,
+                         requantize_multiplier)
+from ...types import (FloatType, IntegerType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
+                      UniformQuantizedType)
+from ..core import Operation
+from ..opdef import AttrKind, AttrSpec, OpDef, Operand, Result, Trait, TypeConstraint, register
+from . import nn
+
+F32 = FloatType("f32")
+ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def _is_qtensor(t: Type) -> bool:
+    return isinstance(t, TensorType) and isinstance(t.element_type, QuantizedType)
+
+
+Q_TENSOR = TypeConstraint("tensor of quantized type values", _is_qtensor)
+
+
+def scales_of(t: Type) -> np.ndarray:
+    """Scales of a quantized tensor type as float64: shape () per tensor, (C,) per axis."""
+    q = t.element_type if isinstance(t, TensorType) else t
+    if isinstance(q, UniformQuantizedPerAxisType):
+        return np.asarray(q.scales, np.float64)
+    if isinstance(q, UniformQuantizedType):
+        return np.float64(q.scale)
+    raise QuantirError(f"'{t}' is not a uniform quantized type")
+
+
+def zero_points_of(t: Type) -> np.ndarray:
+    q = t.element_type if isinstance(t, TensorType) else t
+    if isinstance(q, UniformQuantizedPerAxisType):
+        return np.asarray(q.zero_points, np.int64)
+    return np.int64(q.zero_point)
+
+
+def _float_view(t: Type) -> Type:
+    if isinstance(t, TensorType) and isinstance(t.element_type, QuantizedType):
+        return t.clone(element_type=F32)
+    return t
+
+
+def _shape_checker(float_op: OpDef, attr_map: Mapping[str, str] | None = None, *, operands: int | None = None):
+    """A verifier comparing result shapes with ``float_op``'s type rule on float views."""
+    def check(op: Operation) -> str | None:
+        types = [_float_view(v.type) for v in op.operands[:operands]]
+        attrs = {k: s.default for k, s in float_op.attributes.items()}
+        for name in float_op.attributes:
+            source = (attr_map or {}).get(name, name)
+            if source in op.attributes:
+                attrs[name] = op.attr(source)
+        try:
+            expected = float_op.infer(types, attrs)
+        except QuantirError as e:
+            return f"operands do not fit: {e.message}"
+        for i, (want, got) in enumerate(zip(expected, op.results)):
+            if isinstance(want, TensorType) and isinstance(got.type, TensorType) and want.shape != got.type.shape:
+                return (f"result #{i} shape {_shape(got.type)} does not match the shape {_shape(want)} "
+                        f"computed from the operands")
+        return None
+    return check
+
+
+def _shape(t: TensorType) -> str:
+    return "x".join("?" if d is None else str(d) for d in t.shape) if t.shape is not None else "*"
+
+
+def _check_multipliers(op: Operation, real: np.ndarray) -> str | None:
+    """The stored (multiplier, shift) pairs equal QuantizeMultiplier of the real multipliers."""
+    if "multiplier" not in op.attributes:
+        return None
+    want_m, want_s = quantize_multipliers(np.atleast_1d(real))
+    got_m = np.asarray(op.attr("multiplier"), np.int64)
+    got_s = np.asarray(op.attr("shift"), np.int64)
+    if got_m.shape != want_m.shape or not (np.array_equal(got_m, want_m) and np.array_equal(got_s, want_s)):
+        return "multiplier/shift do not match the operand and result scales"
+    return None
+
+
+def conv_real_multipliers(x: Type, w: Type, y: Type) -> np.ndarray:
+    """double(s_in)·double(s_w[c]) / double(s_out), as LiteRT's conv Prepare."""
+    return np.atleast_1d(conv_multiplier(np.float32(scales_of(x)), np.float32(scales_of(w)),
+                                         np.float32(scales_of(y))))
+
+
+def fc_real_multipliers(x: Type, w: Type, y: Type) -> np.ndarray:
+    """Per-channel FC uses the conv formula; per-tensor forms the product in float32."""
+    if np.ndim(scales_of(w)) == 1:
+        return conv_real_multipliers(x, w, y)
+    return np.atleast_1d(fully_connected_per_tensor_multiplier(
+        np.float32(scales_of(x)), np.float32(scales_of(w)), np.float32(scales_of(y))))
+
+
+def requantize_real_multiplier(x: Type, y: Type) -> np.ndarray:
+    return np.atleast_1d(requantize_multiplier(np.float32(scales_of(x)), np.float32(scales_of(y))))
+
+
+def _verify_conv(op: Operation) -> str | None:
+    x, w = op.operands[0].type, op.operands[1].type
+    if len(op.operands) == 3 and op.operands[2].type.element_type.storage_width != 32:
+        return "bias must have 32-bit storage"
+    return _shape_checker(nn.CONV)(op) or _check_multipliers(op, conv_real_multipliers(x, w, op.results[0].type))
+
+
+def _verify_fc(op: Operation) -> str | None:
+    x, w = op.operands[0].type, op.operands[1].type
+    y = op.results[0].type
+    if x.is_ranked and w.is_ranked:
+        if w.rank != 2 or x.shape[-1] not in (None, w.shape[1]):
+            return f"weights {_shape(w)} must be [C_out, K] with K = the input's last dim ({_shape(x)})"
+        if y.is_ranked and y.shape != x.shape[:-1] + (w.shape[0],):
+            return f"result shape {_shape(y)} must be the input's leading dims with {w.shape[0]} channels"
+    return _check_multipliers(op, fc_real_multipliers(x, w, y))
+
+
+def _verify_requantize(op: Operation) -> str | None:
+    if op.operands[0].type.shape != op.results[0].type.shape:
+        return "input and result shapes must match"
+    return _check_multipliers(op, requantize_real_multiplier(op.operands[0].type, op.results[0].type))
+
+
+def _same_shape(op: Operation) -> str | None:
+    if op.operands[0].type.shape != op.results[0].type.shape:
+        return f"result shape {_shape(op.results[0].type)} must equal the input's {_shape(op.operands[0].type)}"
+    return None
+
+
+_ACT = {"activation": AttrSpec(AttrKind.STRING, default="NONE", doc="fused clamp: " + ", ".join(ACTIVATIONS))}
+_FIXED_POINT = {"multiplier": AttrSpec(AttrKind.INTS), "shift": AttrSpec(AttrKind.INTS)}
+_WINDOW = {"strides": AttrSpec(AttrKind.INTS), "pads": AttrSpec(AttrKind.INTS), "dilations": AttrSpec(AttrKind.INTS)}
+
+
+def _verify_activation(op: Operation) -> str | None:
+    act = op.attr("activation")
+    if act is not None and act not in ACTIVATIONS:
+        return f"activation must be one of {', '.join(ACTIVATIONS)}, got '{act}'"
+    return None
+
+
+def _both(*checks):
+    def run(op: Operation) -> str | None:
+        for check in checks:
+            message = check(op)
+            if message:
+                return message
+        return None
+    return run
+
+
+def qdefine(name: str, operands: Sequence[str | Operand], attributes: Mapping[str, AttrSpec] | None = None,
+            verifier=None, summary: str = "", same_scale: bool = False) -> OpDef:
+    ops = tuple(o if isinstance(o, Operand) else Operand(o, Q_TENSOR) for o in operands)
+    traits = {Trait.PURE} | ({Trait.SAME_SCALE} if same_scale else set())
+    return register(OpDef(f"qnn.{name}", operands=ops, results=(Result("y", Q_TENSOR),),
+                          attributes=dict(attributes or {}), traits=frozenset(traits),
+                          verifier=verifier, summary=summary))
+
+
+def _opt(name: str) -> Operand:
+    return Operand(name, Q_TENSOR, optional=True)
+
+
+CONV = qdefine("conv", ("x", "w", _opt("bias")), {**_WINDOW, "group": AttrSpec(AttrKind.INT, default=1),
+                                                   **_ACT, **_FIXED_POINT},
+               _both(_verify_activation, _verify_conv),
+               "LiteRT CONV_2D / DEPTHWISE_CONV_2D (group == C_in) with per-channel requantization.")
+FULLY_CONNECTED = qdefine("fully_connected", ("x", "w", _opt("bias")), {**_ACT, **_FIXED_POINT},
+                          _both(_verify_activation, _verify_fc),
+                          "LiteRT FULLY_CONNECTED over the last dim: y = x·wᵀ + bias, requantized.")
+REQUANTIZE = qdefine("requantize", ("x",), dict(_FIXED_POINT), _verify_requantize,
+                     "LiteRT QUANTIZE int8→int8: change scale/zero point with one fixed-point multiply.")
+ADD = qdefine("add", ("lhs", "rhs"), dict(_ACT),
+              _both(_verify_activation, _shape_checker(nn.ADD)), "LiteRT ADD (20-bit left shift, three multipliers).")
+SUB = qdefine("sub", ("lhs", "rhs"), dict(_ACT),
+              _both(_verify_activation, _shape_checker(nn.SUB)), "LiteRT SUB.")
+MUL = qdefine("mul", ("lhs", "rhs"), dict(_ACT),
+              _both(_verify_activation, _shape_checker(nn.MUL)), "LiteRT MUL.")
+_POOL = {"kernel_shape": AttrSpec(AttrKind.INTS, required=True), "strides": AttrSpec(AttrKind.INTS),
+         "pads": AttrSpec(AttrKind.INTS), **_ACT}
+AVERAGE_POOL = qdefine("average_pool", ("x",), _POOL, _both(_verify_activation, _shape_checker(nn.AVERAGE_POOL)),
+                       "LiteRT AVERAGE_POOL_2D: rounded mean over in-image taps; same scale in and out.",
+                       same_scale=True)
+MAX_POOL = qdefine("max_pool", ("x",), _POOL, _both(_verify_activation, _shape_checker(nn.MAX_POOL)),
+                   "LiteRT MAX_POOL_2D; same scale in and out.", same_scale=True)
+MEAN = qdefine("mean", ("x",), {"axes": AttrSpec(AttrKind.INTS, required=True),
+                                "keepdims": AttrSpec(AttrKind.INT, default=1)},
+               _shape_checker(nn.REDUCE_MEAN), "LiteRT MEAN (reference kernel: 1/N folded into the multiplier).")
+CONCAT = qdefine("concat", (Operand("inputs_0", Q_TENSOR), Operand("inputs", Q_TENSOR, variadic=True)),
+                 {"axis": AttrSpec(AttrKind.INT, required=True)}, _shape_checker(nn.CONCAT),
+                 "LiteRT CONCATENATION: a copy; every input shares the result's parameters.", same_scale=True)
+PAD = qdefine("pad", ("x",), {"pads": AttrSpec(AttrKind.INTS, required=True)}, _shape_checker(nn.PAD),
+              "LiteRT PAD with the zero point as the pad value.", same_scale=True)
+RESIZE_BILINEAR = qdefine("resize_bilinear", ("x",), {"sizes": AttrSpec(AttrKind.INTS, required=True),
+                                                      "half_pixel_centers": AttrSpec(AttrKind.BOOL, default=False),
+                                                      "align_corners": AttrSpec(AttrKind.BOOL, default=False)},
+                          None, "LiteRT RESIZE_BILINEAR, integer path.", same_scale=True)
+SOFTMAX = qdefine("softmax", ("x",), {"beta": AttrSpec(AttrKind.FLOAT, default=1.0)}, _same_shape,
+                  "LiteRT SOFTMAX over the last dim; output (1/256, -128).")
+LOGISTIC = qdefine("logistic", ("x",), {}, _same_shape, "LiteRT LOGISTIC (256-entry table); output (1/256, -128).")
+TANH = qdefine("tanh", ("x",), {}, _same_shape, "LiteRT TANH (256-entry table); output (1/128, 0).")
+HARD_SWISH = qdefine("hard_swish", ("x",), {}, _same_shape, "LiteRT HARD_SWISH (int16 fixed point).")
+LEAKY_RELU = qdefine("leaky_relu", ("x",), {"alpha": AttrSpec(AttrKind.FLOAT, default=0.01)}, _same_shape,
+                     "LiteRT LEAKY_RELU: two multipliers, identity and alpha.")
+CLAMP = qdefine("clamp", ("x",), dict(_ACT), _both(_verify_activation, _same_shape),
+                "LiteRT RELU / RELU6 / RELU_N1_TO_1 as a standalone op (rescales if parameters differ).")
+
+# Ops that only move data work unchanged on quantized tensors: the nn definitions accept any
+# element type, and their kernels copy stored integers.
+DATA_MOVEMENT: frozenset[OpDef] = frozenset({nn.RESHAPE, nn.FLATTEN, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE,
+                                             nn.SLICE, nn.GATHER, nn.SPLIT, nn.DEPTH_TO_SPACE,
+                                             nn.SPACE_TO_DEPTH, nn.IDENTITY})

@@ -1,0 +1,131 @@
+"""Fold an inference ``nn.batch_normalization`` into the conv, transposed conv or gemm before it.
+
+With ``a = scale / sqrt(var + epsilon)`` per output channel::
+
+    bn(conv(x, W, b))            -> conv(x, W * a[o], (b - mean) * a + beta)
+    bn(conv_transpose(x, W, b))  -> conv_transpose(x, W * a[o], (b - mean) * a + beta)
+    bn(gemm(A, B, C))            -> gemm(A, B * a[n], (beta_g * C - mean) * a + beta), beta_g = 1
+
+(``o`` indexes output channels: dim 0 of a conv weight, dim 1 within each group of a
+transposed-conv weight, the N dim of gemm's B.) The rule applies only when the producer's
+result has no other user and its weights, bias and the BN parameters are constants; new
+constants are made (a shared weight is never modified in place). ``check`` returns why a
+BN was left alone, and the pass counts the reasons in ``stats``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Module, Operation
+from ..ir.dialects import nn
+from . import PassResult
+from .fold_constants import constant_value, make_constant
+
+_PRODUCERS = (nn.CONV, nn.CONV_TRANSPOSE, nn.GEMM)
+
+
+def check(bn: Operation) -> str | None:
+    """None when ``bn`` can fold into its producer, else the reason it cannot."""
+    producer = getattr(bn.operands[0], "op", None)
+    if producer is None or producer.opdef not in _PRODUCERS:
+        return "input is not produced by conv, conv_transpose or gemm"
+    if len(bn.operands[0].uses) != 1:
+        return f"the {producer.name} result has other users"
+    if any(constant_value(v) is None for v in bn.operands[1:]):
+        return "batch-norm parameters are not constants"
+    if constant_value(producer.operands[1]) is None:
+        return "weights are not constant"
+    if len(producer.operands) > 2 and constant_value(producer.operands[2]) is None:
+        return "bias is not constant"
+    if producer.opdef is nn.GEMM and bn.operands[0].type.rank != 2:
+        return "gemm result is not 2-D"
+    return None
+
+
+def _folded_params(bn: Operation):
+    scale, beta, mean, var = (constant_value(v).astype(np.float64) for v in bn.operands[1:])
+    a = scale / np.sqrt(var + bn.attr("epsilon"))
+    return a, beta - mean * a, mean
+
+
+def fold(bn: Operation) -> Operation:
+    producer: Operation = bn.operands[0].op
+    a, shift, mean = _folded_params(bn)
+    w = constant_value(producer.operands[1])
+    dtype = w.dtype
+    old_bias = constant_value(producer.operands[2]) if len(producer.operands) > 2 else None
+    attrs = {}
+    if producer.opdef is nn.CONV:
+        new_w = w * a.reshape(-1, *(1,) * (w.ndim - 1))
+        bias = (0 if old_bias is None else old_bias) * a + shift
+    elif producer.opdef is nn.CONV_TRANSPOSE:
+        group = producer.attr("group")
+        cin, mg = w.shape[:2]
+        new_w = (w.reshape(group, cin // group, mg, *w.shape[2:])
+                 * a.reshape(group, 1, mg, *(1,) * (w.ndim - 2))).reshape(w.shape)
+        bias = (0 if old_bias is None else old_bias) * a + shift
+    else:
+        new_w = w * (a.reshape(-1, 1) if producer.attr("trans_b") else a.reshape(1, -1))
+        c = 0 if old_bias is None else old_bias * producer.attr("beta")
+        bias = c * a + shift
+        if np.ndim(bias) == 0:
+            bias = np.broadcast_to(bias, a.shape)
+        attrs["beta"] = 1.0
+    block = producer.block
+    w_const = make_constant(new_w.astype(dtype), like=producer.operands[1], label=producer.label)
+    b_const = make_constant(np.ascontiguousarray(bias, dtype=dtype), label=producer.label)
+    w_const.results[0].name_hint = f"{producer.operands[1].name_hint or 'w'}.bn_folded"
+    b_const.results[0].name_hint = f"{bn.label or producer.label or 'bias'}.bn_folded_bias"
+    block.insert_before(producer, w_const)
+    block.insert_before(producer, b_const)
+    producer.set_operand(1, w_const.results[0])
+    if len(producer.operands) > 2:
+        producer.set_operand(2, b_const.results[0])
+    else:
+        new = Operation(producer.opdef, [*producer.operands, b_const.results[0]], [producer.results[0].type],
+                        dict(producer.attributes), producer.loc, producer.label)
+        block.insert_before(producer, new)
+        producer.results[0].replace_all_uses_with(new.results[0])
+        new.results[0].name_hint = producer.results[0].name_hint
+        block.erase(producer)
+        producer = new
+    producer.attributes.update(producer.opdef.make_attrs(attrs))
+    out = producer.results[0]
+    out.name_hint = bn.results[0].name_hint or out.name_hint
+    bn.results[0].replace_all_uses_with(out)
+    block.erase(bn)
+    return producer
+
+
+@dataclass(frozen=True)
+class FoldBatchNormOptions:
+    pass
+
+
+class FoldBatchNorm:
+    """Fold every foldable ``nn.batch_normalization`` (see the module docstring).
+
+    Stats: ``fold:<producer op>`` per fold, ``skip:<reason>`` per batch norm left alone.
+    """
+
+    name = "fold-batchnorm"
+
+    def __init__(self, options: FoldBatchNormOptions | None = None):
+        self.options = options or FoldBatchNormOptions()
+
+    def run(self, module: Module) -> PassResult:
+        stats: dict[str, int] = {}
+        modified = False
+        for fn in module.functions:
+            for op in list(fn.ops):
+                if op.opdef is not nn.BATCH_NORMALIZATION or op.block is None:
+                    continue
+                reason = check(op)
+                key = "fold:" + op.operands[0].op.name if reason is None else "skip:" + reason
+                if reason is None:
+                    fold(op)
+                    modified = True
+                stats[key] = stats.get(key, 0) + 1
+        return PassResult(modified, stats)

@@ -1,0 +1,273 @@
+"""QuantizerPatterns: which float subgraphs become which integer op (the TVM RFC's idea).
+
+Each pattern is data: a dataflow pattern rooted at the *last* float op of a fused group
+(conv → relu is matched at the relu), the LiteRT op kind it becomes (the key into
+``spec.SPEC``), the names of its activation inputs, and a ``check`` that returns *why* a
+matched group must stay float. ``annotate`` walks a function from its outputs back so the
+longest fusion claims its ops first, and records every op that stays float with its reason.
+The integer lowering of each pattern lives in ``lower.py``, keyed by the pattern name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..ir import Function, Operation, Value
+from ..ir.dialects import arith, func, nn
+from ..rewrite import Match, Pat, match
+from .config import Config
+
+Check = Callable[[Match], "str | None"]
+
+
+@dataclass(frozen=True)
+class QuantizerPattern:
+    name: str                           # also the key of its lowering
+    kind: str                           # LiteRT op kind (spec.SPEC key)
+    pattern: Pat
+    inputs: tuple[str, ...] = ("x",)    # captured activation inputs; () with variadic=True: all operands
+    variadic: bool = False
+    check: Check | None = None
+    doc: str = ""
+
+
+@dataclass
+class Region:
+    """One matched group: float ops that become one integer op."""
+
+    pattern: QuantizerPattern
+    match: Match
+    ops: list[Operation]                # the float ops it claims, in program order
+    root: Operation                     # produces the output
+
+    @property
+    def output(self) -> Value:
+        return self.root.results[0]
+
+    @property
+    def inputs(self) -> list[Value]:
+        if self.pattern.variadic:
+            return list(self.match["op"].operands)
+        return [self.match.values[n] for n in self.pattern.inputs if n in self.match.values]
+
+    @property
+    def label(self) -> str:
+        op = self.match.ops.get("op", self.root)
+        return op.label or self.root.label or op.name
+
+    @property
+    def activation(self) -> str:
+        """The fused LiteRT activation: NONE, RELU, RELU6 or RELU_N1_TO_1."""
+        act = self.match.ops.get("act")
+        if act is None:
+            return "NONE"
+        if act.opdef is nn.RELU:
+            return "RELU"
+        lo, hi = act.attr("min"), act.attr("max")
+        return {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1", (0.0, math.inf): "RELU"}.get((lo, hi), "NONE")
+
+
+@dataclass
+class Annotation:
+    regions: list[Region]
+    float_ops: list[tuple[Operation, str]] = field(default_factory=list)   # (op, why it stays float)
+
+    def region_of(self, op: Operation) -> Region | None:
+        return self._by_op.get(op)
+
+    def __post_init__(self) -> None:
+        self._by_op = {op: r for r in self.regions for op in r.ops}
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+def _rank(v: Value) -> int | None:
+    shape = getattr(v.type, "shape", None)
+    return None if shape is None else len(shape)
+
+
+def _clip_fusable(m: Match) -> str | None:
+    act = m.ops.get("act")
+    if act is not None and act.opdef is nn.CLIP:
+        lo, hi = act.attr("min"), act.attr("max")
+        if not lo <= 0.0 <= hi:
+            return f"Clip({lo:g}, {hi:g}) excludes 0, which int8 activations must represent"
+    return None
+
+
+def _check_conv(m: Match) -> str | None:
+    conv = m.ops["op"]
+    w = m.consts["w"]
+    if w.ndim != 4:
+        return f"only 2-D convolutions are quantized ({w.ndim - 2}-D found)"
+    if _rank(m["x"]) != 4:
+        return "the input must be a 4-D NCHW tensor"
+    return _clip_fusable(m)
+
+
+def _check_gemm(m: Match) -> str | None:
+    op = m.ops["op"]
+    if op.opdef is nn.GEMM:
+        if op.attr("trans_a"):
+            return "Gemm with transA=1 is not a fully-connected layer"
+        if _rank(m["x"]) != 2:
+            return "Gemm input must be 2-D"
+        b = m.consts.get("b")
+        w = m.consts["w"]
+        channels = w.shape[0] if op.attr("trans_b") else w.shape[1]
+        if b is not None and b.size not in (1, channels):
+            return f"Gemm bias of shape {b.shape} is not per output channel"
+    elif m.consts["w"].ndim != 2:
+        return "MatMul weights must be a 2-D constant"
+    return _clip_fusable(m)
+
+
+def _check_binary(m: Match) -> str | None:
+    if any(isinstance(m.values.get(n), Value) and _rank(m[n]) is None for n in ("a", "b")):
+        return "operands must be ranked tensors"
+    return _clip_fusable(m)
+
+
+def _check_pool(m: Match) -> str | None:
+    op = m.ops["op"]
+    if _rank(op.operands[0]) != 4:
+        return "only 2-D pooling over NCHW tensors is quantized"
+    if op.attr("ceil_mode"):
+        return "ceil_mode=1 has no LiteRT equivalent"
+    if any(d != 1 for d in (op.attr("dilations") or ())):
+        return "dilated pooling has no LiteRT equivalent"
+    if len(op.results) > 1:
+        return "MaxPool indices output is not quantizable"
+    if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and any(op.attr("pads") or ()):
+        return "AveragePool with count_include_pad=1 and padding differs from LiteRT (which skips padding)"
+    return None
+
+
+def _check_softmax(m: Match) -> str | None:
+    op = m.ops["op"]
+    rank = _rank(op.operands[0])
+    if rank is None or op.attr("axis") not in (-1, rank - 1):
+        return "only softmax over the last axis is quantized (LiteRT SOFTMAX)"
+    return None
+
+
+def _check_pad(m: Match) -> str | None:
+    op = m.ops["op"]
+    if op.attr("mode") != "constant" or op.attr("constant_value") != 0.0:
+        return "only constant zero padding keeps the zero point as the pad value"
+    return None
+
+
+def _check_resize(m: Match) -> str | None:
+    op = m.ops["op"]
+    if op.attr("mode") != "linear":
+        return f"Resize mode '{op.attr('mode')}' is not quantized (only bilinear)"
+    if _rank(op.operands[0]) != 4:
+        return "only 4-D NCHW Resize is quantized"
+    if op.attr("coordinate_transformation_mode") not in ("half_pixel", "align_corners", "asymmetric"):
+        return f"coordinate_transformation_mode '{op.attr('coordinate_transformation_mode')}' has no LiteRT equivalent"
+    return None
+
+
+def _check_mean(m: Match) -> str | None:
+    op = m.ops["op"]
+    if op.opdef is nn.REDUCE_MEAN and not op.attr("axes"):
+        return "ReduceMean over all axes without explicit axes is not quantized"
+    return None
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def _with_activation(core: Pat) -> Pat:
+    """``core``, optionally followed by a fusable Relu/Clip (which must be its only user)."""
+    return Pat.alt(Pat.op([nn.RELU, nn.CLIP], core.one_use(), name="act"), core)
+
+
+_CONV = Pat.op(nn.CONV, Pat.any("x"), Pat.const("w"), Pat.const("b").optional(), name="op")
+_GEMM = Pat.op(nn.GEMM, Pat.any("x"), Pat.const("w"), Pat.const("b").optional(), name="op")
+_MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="op")
+# MatMul + constant bias Add (PyTorch's Linear exported without Gemm), in either operand order
+_MATMUL_BIAS = Pat.alt(Pat.op(nn.ADD, _MATMUL.one_use(), Pat.const("b"), name="bias_add"),
+                       Pat.op(nn.ADD, Pat.const("b"), _MATMUL.one_use(), name="bias_add"))
+
+
+def _binary(opdef) -> Pat:
+    return Pat.op(opdef, Pat.any("a"), Pat.any("b"), name="op")
+
+
+def _unary(opdef) -> Pat:
+    return Pat.op(opdef, Pat.any("x"), name="op")
+
+
+PATTERNS: tuple[QuantizerPattern, ...] = (
+    QuantizerPattern("conv", "CONV_2D", _with_activation(_CONV), check=_check_conv,
+                     doc="Conv (+bias) (+Relu/Relu6/Clip); depthwise when group == C_in"),
+    QuantizerPattern("matmul_bias", "FULLY_CONNECTED", _with_activation(_MATMUL_BIAS), check=_check_gemm,
+                     doc="MatMul with constant weights + constant bias Add (+activation)"),
+    QuantizerPattern("gemm", "FULLY_CONNECTED", _with_activation(Pat.alt(_GEMM, _MATMUL)), check=_check_gemm,
+                     doc="Gemm or MatMul with constant weights (+activation)"),
+    QuantizerPattern("add", "ADD", _with_activation(_binary(nn.ADD)), ("a", "b"), check=_check_binary),
+    QuantizerPattern("sub", "SUB", _with_activation(_binary(nn.SUB)), ("a", "b"), check=_check_binary),
+    QuantizerPattern("mul", "MUL", _with_activation(_binary(nn.MUL)), ("a", "b"), check=_check_binary),
+    QuantizerPattern("concat", "CONCATENATION", Pat.op(nn.CONCAT, name="op", any_operands=True), (),
+                     variadic=True),
+    QuantizerPattern("max_pool", "MAX_POOL_2D", _unary(nn.MAX_POOL), check=_check_pool),
+    QuantizerPattern("average_pool", "AVERAGE_POOL_2D", _unary(nn.AVERAGE_POOL), check=_check_pool),
+    QuantizerPattern("mean", "MEAN", Pat.alt(_unary(nn.GLOBAL_AVERAGE_POOL), _unary(nn.REDUCE_MEAN)),
+                     check=_check_mean, doc="GlobalAveragePool and ReduceMean"),
+    QuantizerPattern("pad", "PAD", _unary(nn.PAD), check=_check_pad),
+    QuantizerPattern("resize", "RESIZE_BILINEAR", _unary(nn.RESIZE), check=_check_resize),
+    QuantizerPattern("softmax", "SOFTMAX", _unary(nn.SOFTMAX), check=_check_softmax),
+    QuantizerPattern("sigmoid", "LOGISTIC", _unary(nn.UNARY["sigmoid"])),
+    QuantizerPattern("tanh", "TANH", _unary(nn.UNARY["tanh"])),
+    QuantizerPattern("hard_swish", "HARD_SWISH", _unary(nn.UNARY["hard_swish"])),
+    QuantizerPattern("leaky_relu", "LEAKY_RELU", _unary(nn.UNARY["leaky_relu"])),
+    QuantizerPattern("relu", "RELU", Pat.op([nn.RELU, nn.CLIP], Pat.any("x"), name="act"), check=_clip_fusable,
+                     doc="a Relu/Clip that no conv, FC or add absorbed"),
+    QuantizerPattern("reshape", "RESHAPE", Pat.alt(_unary(nn.RESHAPE), _unary(nn.FLATTEN))),
+    QuantizerPattern("transpose", "TRANSPOSE", _unary(nn.TRANSPOSE)),
+    QuantizerPattern("squeeze", "SQUEEZE", Pat.alt(_unary(nn.SQUEEZE), _unary(nn.UNSQUEEZE))),
+)
+
+BY_NAME = {p.name: p for p in PATTERNS}
+
+
+def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:
+    """Assign float ops to patterns, outputs first, and say why the others stay float."""
+    assert fn.body is not None
+    claimed: dict[Operation, Region] = {}
+    refused: dict[Operation, str] = {}
+    regions: list[Region] = []
+    enabled = [p for p in patterns if p.name not in config.exclude and p.kind not in config.exclude]
+    for op in reversed(fn.body.ops):
+        if op in claimed or op.opdef in (arith.CONSTANT, func.RETURN) or not op.results:
+            continue
+        for p in enabled:
+            m = match(p.pattern, op.results[0])
+            if m is None:
+                continue
+            ops = [o for o in m.ops.values()]
+            if any(o in claimed for o in ops):
+                continue
+            excluded = next((o for o in ops if config.excludes(o.label, o.name)), None)
+            if excluded is not None:
+                refused.setdefault(op, f"excluded by the configuration ({excluded.label or excluded.name})")
+                continue
+            reason = p.check(m) if p.check else None
+            if reason is not None:
+                refused.setdefault(op, reason)
+                continue
+            ordered = [o for o in fn.body.ops if o in set(ops)]
+            region = Region(p, m, ordered, op)
+            regions.append(region)
+            for o in ops:
+                claimed[o] = region
+            break
+    regions.reverse()
+    float_ops = []
+    for op in fn.body.ops:
+        if op in claimed or op.opdef in (arith.CONSTANT, func.RETURN):
+            continue
+        float_ops.append((op, refused.get(op, f"no quantizer pattern for '{op.name}'")))
+    return Annotation(regions, float_ops)

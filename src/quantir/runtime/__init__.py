@@ -1,0 +1,14 @@
+"""Execution: the numpy reference interpreter and its kernels.
+
+>>> from quantir.runtime import run
+>>> # outputs = run(module, {"input": x})             # keyed by output name
+>>> # acts = run(module, feeds, intermediates="all")  # plus every named intermediate
+
+Kernels (``runtime/kernels/``) are registered explicitly in ``kernels.KERNELS``, keyed by
+op definition. ``runtime`` imports neither ``onnx`` nor ``onnxruntime``.
+"""
+from .interpreter import FeedError, FeedTypeError, Interpreter, input_names, output_names, run
+from .kernels import KERNELS, kernel_for
+
+__all__ = ["run", "Interpreter", "FeedError", "FeedTypeError", "KERNELS", "kernel_for", "input_names",
+           "output_names"]

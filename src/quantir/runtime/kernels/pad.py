@@ -1,0 +1,20 @@
+"""``nn.pad``: constant, reflect, edge or wrap padding; negative pads crop first."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.dialects import nn
+from ...ir.dialects.nn_index import pad_amounts
+
+
+def pad(op, x):
+    amounts = pad_amounts(x.ndim, op.opdef.attr_values(op))
+    x = x[tuple(slice(max(0, -b), d - max(0, -a)) for d, (b, a) in zip(x.shape, amounts))]
+    widths = [(max(0, b), max(0, a)) for b, a in amounts]
+    mode = op.attr("mode")
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(op.attr("constant_value")))
+    return np.pad(x, widths, mode=mode)
+
+
+KERNELS = {nn.PAD: pad}

@@ -1,0 +1,196 @@
+"""Kernels of the ``qnn`` dialect and the quant casts: bind IR types to the integer kernels.
+
+Each kernel reads scales and zero points from its op's operand and result types, runs the
+matching ``qkernels.prepare_*`` once per op (LiteRT's Prepare: multipliers, tables, checks),
+and calls the integer kernel on the stored integers. ``quant.qcast`` quantizes with LiteRT's
+QUANTIZE rounding (float32 division, ties away from zero); ``quant.dcast`` is DEQUANTIZE;
+``quant.scast`` reinterprets storage and so is the identity on arrays.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from ...ir import Operation
+from ...ir.dialects import nn, qnn, quant
+from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
+from .. import qkernels as qk
+
+# Prepared parameters per op, dropped with the op.
+_prepared: "weakref.WeakKeyDictionary[Operation, Any]" = weakref.WeakKeyDictionary()
+
+
+def _prepare(op: Operation, build: Callable[[], Any]) -> Any:
+    """LiteRT's Prepare runs once per op; Eval reuses its integers."""
+    if op not in _prepared:
+        _prepared[op] = build()
+    return _prepared[op]
+
+
+def _q(t) -> QuantizedType:
+    return t.element_type if isinstance(t, TensorType) else t
+
+
+def _s(v) -> float:
+    return float(_q(v.type).scale)
+
+
+def _z(v) -> int:
+    return int(_q(v.type).zero_point)
+
+
+def _act(op: Operation) -> str:
+    return (op.attr("activation") or "NONE").lower()
+
+
+def _pads_tlbr(pads) -> tuple[int, int, int, int]:
+    """ONNX (h_begin, w_begin, h_end, w_end) -> qkernels (top, left, bottom, right): the same order."""
+    return tuple(int(p) for p in (pads or (0, 0, 0, 0)))  # type: ignore[return-value]
+
+
+def _weight_scales(v) -> np.ndarray:
+    q = _q(v.type)
+    return np.asarray(q.scales if isinstance(q, UniformQuantizedPerAxisType) else [q.scale], np.float64)
+
+
+def conv(op: Operation, x, w, b=None):
+    xv, wv, y = op.operands[0], op.operands[1], op.results[0]
+    channels = w.shape[0]
+    p = _prepare(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op), channels=channels))
+    group = op.attr("group") or 1
+    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_pads_tlbr(op.attr("pads")),
+                  dilations=tuple(op.attr("dilations") or (1, 1)), **p.as_kwargs())
+    if group > 1 and group == x.shape[1] and w.shape[1] == 1:
+        return qk.depthwise_conv2d(x, w, b, **common)
+    return qk.conv2d(x, w, b, groups=group, **common)
+
+
+def fully_connected(op: Operation, x, w, b=None):
+    xv, wv, y = op.operands[0], op.operands[1], op.results[0]
+    per_axis = isinstance(_q(wv.type), UniformQuantizedPerAxisType)
+    p = _prepare(op, lambda: qk.prepare_fully_connected(
+        _s(xv), _weight_scales(wv) if per_axis else _weight_scales(wv)[0], _s(y), _z(y), _act(op),
+        channels=w.shape[0]))
+    lead = x.shape[:-1]
+    out = qk.fully_connected(x.reshape(-1, x.shape[-1]), w, b, input_zero_point=_z(xv), **p.as_kwargs())
+    return out.reshape(*lead, w.shape[0])
+
+
+def _binary(prepare, kernel):
+    def run(op: Operation, a, b):
+        av, bv, y = op.operands[0], op.operands[1], op.results[0]
+        p = _prepare(op, lambda: prepare(_s(av), _s(bv), _s(y), _z(y), _act(op)))
+        return kernel(a, b, input1_zero_point=_z(av), input2_zero_point=_z(bv), **p.as_kwargs())
+    return run
+
+
+def _pool(prepare, kernel):
+    def run(op: Operation, x):
+        xv, y = op.operands[0], op.results[0]
+        p = _prepare(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
+        return kernel(x, kernel=tuple(op.attr("kernel_shape")), strides=tuple(op.attr("strides") or (1, 1)),
+                      pads=_pads_tlbr(op.attr("pads")), **p.as_kwargs())
+    return run
+
+
+def mean(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    axes = tuple(op.attr("axes"))
+    count = int(np.prod([x.shape[a] for a in axes]))
+    p = _prepare(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count))
+    return qk.mean(x, axes=axes, keepdims=bool(op.attr("keepdims")), **p.as_kwargs())
+
+
+def concat(op: Operation, *xs):
+    y = op.results[0]
+    _prepare(op, lambda: qk.prepare_concatenation([(_s(v), _z(v)) for v in op.operands], _s(y), _z(y)))
+    return qk.concatenation(list(xs), axis=int(op.attr("axis")) % xs[0].ndim)
+
+
+def requantize(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    p = _prepare(op, lambda: qk.prepare_requantize(_s(xv), _s(y)))
+    return qk.requantize(x, input_zero_point=_z(xv), output_zero_point=_z(y), **p.as_kwargs())
+
+
+def pad(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    value = _prepare(op, lambda: qk.prepare_pad(_s(xv), _z(xv), _s(y), _z(y)))
+    pads = op.attr("pads")
+    rank = x.ndim
+    return qk.pad(x, pads=[(pads[i], pads[i + rank]) for i in range(rank)], value=value)
+
+
+def resize_bilinear(op: Operation, x):
+    return qk.resize_bilinear(x, size=tuple(op.attr("sizes")), align_corners=bool(op.attr("align_corners")),
+                              half_pixel_centers=bool(op.attr("half_pixel_centers")))
+
+
+def softmax(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    p = _prepare(op, lambda: qk.prepare_softmax(_s(xv), float(op.attr("beta")), _s(y), _z(y)))
+    return qk.softmax(x, **p.as_kwargs())
+
+
+def _table(prepare, kernel):
+    def run(op: Operation, x):
+        xv, y = op.operands[0], op.results[0]
+        table = _prepare(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y)))
+        return kernel(x, table=table)
+    return run
+
+
+def hard_swish(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    p = _prepare(op, lambda: qk.prepare_hard_swish(_s(xv), _z(xv), _s(y), _z(y)))
+    return qk.hard_swish(x, **p.as_kwargs())
+
+
+def leaky_relu(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    p = _prepare(op, lambda: qk.prepare_leaky_relu(_s(xv), _z(xv), float(op.attr("alpha")), _s(y), _z(y)))
+    return qk.leaky_relu(x, **p.as_kwargs())
+
+
+def clamp(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    kind = {"none": "relu_n1_to_1"}.get(_act(op), _act(op))
+    if _act(op) == "none":   # a plain rescale: requantize without a clamp
+        return requantize(op, x)
+    p = _prepare(op, lambda: qk.prepare_relu(kind, _s(xv), _z(xv), _s(y), _z(y)))
+    return qk.relu(x, **p.as_kwargs())
+
+
+def qcast(op: Operation, x):
+    q = _q(op.results[0].type)
+    if isinstance(q, UniformQuantizedPerAxisType):
+        return qk.quantize(x, scale=np.asarray(q.scales), zero_point=np.asarray(q.zero_points),
+                           dtype=q.storage_numpy_dtype, axis=q.quantized_dimension)
+    return qk.quantize(x, scale=q.scale, zero_point=q.zero_point, dtype=q.storage_numpy_dtype)
+
+
+def dcast(op: Operation, q):
+    t = _q(op.operands[0].type)
+    if isinstance(t, UniformQuantizedPerAxisType):
+        return qk.dequantize(q, scale=np.asarray(t.scales), zero_point=np.asarray(t.zero_points),
+                             axis=t.quantized_dimension)
+    return qk.dequantize(q, scale=t.scale, zero_point=t.zero_point)
+
+
+def scast(op: Operation, x):
+    return x
+
+
+KERNELS = {
+    qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected, qnn.REQUANTIZE: requantize,
+    qnn.ADD: _binary(qk.prepare_add, qk.add), qnn.SUB: _binary(qk.prepare_sub, qk.sub),
+    qnn.MUL: _binary(qk.prepare_mul, qk.mul),
+    qnn.AVERAGE_POOL: _pool(qk.prepare_average_pool, qk.average_pool2d),
+    qnn.MAX_POOL: _pool(qk.prepare_max_pool, qk.max_pool2d),
+    qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,
+    qnn.SOFTMAX: softmax, qnn.LOGISTIC: _table(qk.prepare_logistic, qk.logistic),
+    qnn.TANH: _table(qk.prepare_tanh, qk.tanh), qnn.HARD_SWISH: hard_swish, qnn.LEAKY_RELU: leaky_relu,
+    qnn.CLAMP: clamp, quant.QCAST: qcast, quant.DCAST: dcast, quant.SCAST: scast,
+}

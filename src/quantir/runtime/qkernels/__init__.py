@@ -1,0 +1,72 @@
+"""Integer kernels, bit-exact with LiteRT's int8 reference kernels (docs/numerics.md §2).
+
+One small module per op. Each op has
+
+* a ``prepare_*`` function — the only place float appears, mirroring LiteRT's Prepare:
+  it turns scales and zero points into integers (multipliers via
+  :mod:`quantir.numerics.multipliers` and ``quantize_multiplier``, clamp ranges, lookup
+  tables) and rejects the parameter combinations LiteRT rejects, with
+  :class:`QKernelError`; it returns a record whose ``as_kwargs()`` feeds the kernel;
+* the kernel — a pure function over numpy integer arrays and explicit integer
+  parameters, vectorised over the whole batch, returning int8 (or the storage dtype).
+  All rounding goes through :mod:`quantir.numerics`.
+
+Layout is NCHW (ONNX's, which the IR keeps): conv weights OIHW ``[C_out, C_in/groups,
+KH, KW]``, depthwise ``[C_out, 1, KH, KW]``, fully-connected ``[C_out, K]``. Padding is
+explicit ``(top, left, bottom, right)``; :func:`tflite_pads` gives TFLite's SAME/VALID.
+
+Example — a per-channel int8 convolution:
+
+>>> import numpy as np
+>>> from quantir.runtime import qkernels as qk
+>>> p = qk.prepare_conv2d(0.02, [0.003, 0.004], 0.05, output_zero_point=-3, activation="relu6")
+>>> x = np.full((1, 1, 3, 3), 10, dtype=np.int8)
+>>> w = np.ones((2, 1, 3, 3), dtype=np.int8)
+>>> qk.conv2d(x, w, np.array([100, -100], np.int32), input_zero_point=0, pads=(1, 1, 1, 1),
+...           **p.as_kwargs())[0, :, 1, 1]
+array([-3, -3], dtype=int8)
+
+The ops that need no arithmetic on values (reshape, transpose, slice, gather, concat
+with shared parameters, ...) need no kernel beyond numpy data movement on raw q.
+"""
+from quantir.runtime.qkernels._common import AccumulatorOverflowError, KernelParams, QKernelError, activation_range
+from quantir.runtime.qkernels.add import AddParams, add, prepare_add
+from quantir.runtime.qkernels.average_pool import average_pool2d, prepare_average_pool
+from quantir.runtime.qkernels.concatenation import concatenation, prepare_concatenation
+from quantir.runtime.qkernels.conv2d import ConvParams, conv2d, prepare_conv2d
+from quantir.runtime.qkernels.depthwise_conv2d import depthwise_conv2d
+from quantir.runtime.qkernels.dequantize import dequantize
+from quantir.runtime.qkernels.fully_connected import FullyConnectedParams, fully_connected, prepare_fully_connected
+from quantir.runtime.qkernels.hard_swish import HardSwishParams, hard_swish, prepare_hard_swish
+from quantir.runtime.qkernels.l2_normalization import l2_normalization, prepare_l2_normalization
+from quantir.runtime.qkernels.leaky_relu import LeakyReluParams, leaky_relu, prepare_leaky_relu
+from quantir.runtime.qkernels.logistic import logistic, prepare_logistic
+from quantir.runtime.qkernels.max_pool import max_pool2d, prepare_max_pool
+from quantir.runtime.qkernels.mean import MeanParams, mean, prepare_mean
+from quantir.runtime.qkernels.mul import MulParams, mul, prepare_mul
+from quantir.runtime.qkernels.pad import pad, prepare_pad
+from quantir.runtime.qkernels.padding import output_size, tflite_pads
+from quantir.runtime.qkernels.quantize import RequantizeParams, prepare_requantize, quantize, requantize
+from quantir.runtime.qkernels.reduce_sum import SumParams, prepare_sum, reduce_sum
+from quantir.runtime.qkernels.relu import ReluParams, prepare_relu, relu
+from quantir.runtime.qkernels.resize_bilinear import prepare_resize_bilinear, resize_bilinear
+from quantir.runtime.qkernels.softmax import SoftmaxLutParams, SoftmaxParams, prepare_softmax, softmax, softmax_lut
+from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
+from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
+
+__all__ = [
+    "QKernelError", "AccumulatorOverflowError", "KernelParams", "activation_range", "tflite_pads", "output_size",
+    "ConvParams", "prepare_conv2d", "conv2d", "depthwise_conv2d",
+    "FullyConnectedParams", "prepare_fully_connected", "fully_connected",
+    "AddParams", "prepare_add", "add", "SubParams", "prepare_sub", "sub", "MulParams", "prepare_mul", "mul",
+    "prepare_average_pool", "average_pool2d", "prepare_max_pool", "max_pool2d",
+    "MeanParams", "prepare_mean", "mean", "SumParams", "prepare_sum", "reduce_sum",
+    "prepare_concatenation", "concatenation",
+    "RequantizeParams", "prepare_requantize", "quantize", "requantize", "dequantize",
+    "SoftmaxParams", "SoftmaxLutParams", "prepare_softmax", "softmax", "softmax_lut",
+    "prepare_logistic", "logistic", "prepare_tanh", "tanh",
+    "HardSwishParams", "prepare_hard_swish", "hard_swish",
+    "LeakyReluParams", "prepare_leaky_relu", "leaky_relu", "ReluParams", "prepare_relu", "relu",
+    "prepare_pad", "pad", "prepare_resize_bilinear", "resize_bilinear",
+    "prepare_l2_normalization", "l2_normalization",
+]

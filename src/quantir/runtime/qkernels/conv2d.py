@@ -1,0 +1,148 @@
+"""CONV_2D, int8 per-channel (``reference_integer_ops::ConvPerChannel``, docs/numerics.md §2.1).
+
+For every output position and channel ``c``::
+
+    acc = Σ_taps Σ_ic w[c, ic, kh, kw] · (x - zp_in) + bias[c]        (int32 in LiteRT)
+    out = clamp(MBQM(acc, M[c], shift[c]) + zp_out, act_min, act_max)
+
+Layout is NCHW with OIHW weights ``[C_out, C_in / groups, KH, KW]``; weight zero points
+are 0 (LiteRT requires it). Padding is explicit; padding the input with ``zp_in``
+reproduces LiteRT's skipped out-of-image taps exactly.
+
+The sum is computed as im2col (``sliding_window_view`` on the ``zp_in``-padded input,
+laid out ``[N, K, OH·OW]`` so the product ``W[C_out, K] @ cols`` is already NCHW) times
+the weight matrix in float BLAS. Every product and partial sum is an integer of magnitude
+at most ``K·255·max|w|``, so the result is exact whatever the summation order: in float32
+when that bound is below 2**24, otherwise in float64 (§6). The accumulator is checked
+against int32 only when a static bound (``K·255·max|w| + max|bias|``) does not already
+rule overflow out. The batch is processed in chunks to bound memory. A grouped convolution with one input channel per
+group (depthwise) is handed to :func:`~quantir.runtime.qkernels.depthwise_conv2d.depthwise_conv2d`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from quantir.numerics import conv_multiplier
+from quantir.runtime.qkernels._common import (
+    INT32_MAX,
+    Activation,
+    KernelParams,
+    accumulator_bound,
+    activation_range,
+    batch_chunks,
+    check_accumulator,
+    check_bias,
+    check_quantized,
+    check_zero_point,
+    clamp_range,
+    exact_float_dtype,
+    max_abs,
+    quantize_channel_multipliers,
+    requantize,
+)
+from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
+from quantir.runtime.qkernels.padding import normalize_pads
+
+__all__ = ["ConvParams", "prepare_conv2d", "conv2d"]
+
+
+@dataclass(frozen=True)
+class ConvParams(KernelParams):
+    """Requantization of CONV_2D / DEPTHWISE_CONV_2D: per-channel ``(M, shift)`` and the clamp."""
+
+    multiplier: np.ndarray
+    shift: np.ndarray
+    output_zero_point: int
+    act_min: int
+    act_max: int
+
+
+def prepare_conv2d(input_scale: float, weight_scales: Any, output_scale: float, output_zero_point: int,
+                   activation: Activation = "none", *, channels: int | None = None,
+                   op: str = "conv2d") -> ConvParams:
+    """``PopulateConvolutionQuantizationParams`` for int8: ``M[c]`` from ``double(s_in)·double(s_w[c])/double(s_out)``.
+
+    A single weight scale (per-tensor) is broadcast to ``channels`` when given.
+    """
+    ws = np.atleast_1d(np.asarray(weight_scales, dtype=np.float32)).reshape(-1)
+    if channels is not None:
+        if ws.size == 1:
+            ws = np.repeat(ws, channels)
+        elif ws.size != channels:
+            raise ValueError(f"{op}: {ws.size} weight scales for {channels} output channels")
+    zp = check_zero_point(output_zero_point, op, "output zero point")
+    big_m, shift = quantize_channel_multipliers(conv_multiplier(input_scale, ws, output_scale), op)
+    lo, hi = activation_range(activation, output_scale, zp, np.int8, op)
+    return ConvParams(big_m, shift, zp, lo, hi)
+
+
+def _per_channel(values: Any, channels: int, op: str, name: str) -> np.ndarray:
+    a = np.asarray(values, dtype=np.int64).reshape(-1)
+    if a.size == 1:
+        return np.repeat(a, channels)
+    if a.size != channels:
+        raise ValueError(f"{op}: {name} has {a.size} values for {channels} output channels")
+    return a
+
+
+def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, input_zero_point: int,
+           output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
+           strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
+           dilations: Sequence[int] = (1, 1), groups: int = 1) -> np.ndarray:
+    """Int8 NCHW convolution; returns int8 ``[N, C_out, OH, OW]``."""
+    op = "conv2d"
+    x = check_quantized(x, op, "input")
+    weight = check_quantized(weight, op, "weight")
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"{op}: input must be NCHW and weight OIHW (4-D), found {x.shape} and {weight.shape}")
+    n, c_in, _, _ = x.shape
+    c_out, c_per_group, kh, kw = weight.shape
+    if groups < 1 or c_in % groups or c_out % groups or c_in // groups != c_per_group:
+        raise ValueError(f"{op}: {c_in} input channels, groups={groups} and weight shape {weight.shape} disagree")
+    if c_per_group == 1 and groups == c_in:
+        from quantir.runtime.qkernels.depthwise_conv2d import depthwise_conv2d
+
+        return depthwise_conv2d(x, weight, bias, input_zero_point=input_zero_point,
+                                output_zero_point=output_zero_point, multiplier=multiplier, shift=shift,
+                                act_min=act_min, act_max=act_max, strides=strides, pads=pads, dilations=dilations)
+    zp_in = check_zero_point(input_zero_point, op, "input zero point")
+    zp_out = check_zero_point(output_zero_point, op, "output zero point")
+    lo, hi = clamp_range(act_min, act_max, np.int8, op)
+    pads = normalize_pads(pads, op)
+    b = check_bias(bias, c_out, op)
+    big_m = _per_channel(multiplier, c_out, op, "multiplier")
+    sh = _per_channel(shift, c_out, op, "shift")
+    oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
+
+    g, cg_out = groups, c_out // groups
+    k = c_per_group * kh * kw
+    p_out = oh * ow
+    # Exact BLAS: float32 when the worst-case partial sum stays below 2**24, else float64.
+    w_max = max_abs(weight)
+    ftype = exact_float_dtype(k, 255, w_max, op)
+    wmat = weight.reshape(g, cg_out, k).astype(ftype)  # [G, C_out/G, K], K ordered (ic, kh, kw)
+    # When no input can overflow the int32 accumulator, skip the per-element check.
+    overflow_possible = accumulator_bound(k, 255, w_max, b) > INT32_MAX
+    acc_type = np.int64 if overflow_possible else np.int32
+    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads)
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    for chunk in batch_chunks(n, (c_in * kh * kw + c_out) * p_out):
+        nb = chunk.stop - chunk.start
+        cols = np.empty((nb, g, k, p_out), dtype=ftype)  # im2col, NCHW-native: [N, G, K, OH·OW]
+        if pointwise:
+            np.subtract(x[chunk].reshape(nb, g, c_per_group, p_out), ftype(zp_in), out=cols)
+        else:
+            win = windows(pad_hw(x[chunk], pads, zp_in), (kh, kw), strides, dilations, (oh, ow))
+            np.subtract(win.transpose(0, 1, 4, 5, 2, 3), ftype(zp_in),  # [N, C, KH, KW, OH, OW]
+                        out=cols.reshape(nb, c_in, kh, kw, oh, ow))
+        acc = np.matmul(wmat, cols).reshape(nb, c_out, p_out).astype(acc_type)  # exact integers
+        if b is not None:
+            acc += b.astype(acc_type)[:, None]
+        if overflow_possible:
+            check_accumulator(acc, op)
+        out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1).reshape(nb, c_out, oh, ow)
+    return out

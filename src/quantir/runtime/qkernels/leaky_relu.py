@@ -1,0 +1,68 @@
+"""LEAKY_RELU, int8 (``reference_ops::QuantizeLeakyRelu``, docs/numerics.md §2.15).
+
+With ``x = q - zp_in``: ``out = clamp(zp_out + MBQM(x, M_id, sh_id))`` for ``x >= 0`` and
+``clamp(zp_out + MBQM(x, M_a, sh_a))`` otherwise, where ``M_id`` comes from
+``f32(s_in/s_out)`` and ``M_a`` from ``f32(f32(s_in·alpha)/s_out)``. A negative alpha
+gives a negative ``M_a``; the kernel then computes ``zp_out - MBQM(x, -M_a, sh_a)``
+(``QuantizeLeakyRelu``: "extract the sign and create a safely positive multiplier"),
+which rounds differently from a signed multiply. No fused activation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantir.numerics import (
+    leaky_relu_alpha_multiplier,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    relu_multiplier,
+    saturate,
+)
+from quantir.runtime.qkernels._common import (
+    INT8_VALUES,
+    KernelParams,
+    QKernelError,
+    check_quantized,
+    check_zero_point,
+    lookup_table,
+)
+
+__all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu"]
+
+
+@dataclass(frozen=True)
+class LeakyReluParams(KernelParams):
+    input_zero_point: int
+    output_zero_point: int
+    identity_multiplier: int
+    identity_shift: int
+    alpha_multiplier: int  # may be negative
+    alpha_shift: int
+
+
+def prepare_leaky_relu(input_scale: float, input_zero_point: int, alpha: float, output_scale: float,
+                       output_zero_point: int) -> LeakyReluParams:
+    op = "leaky_relu"
+    mi, si = quantize_multiplier(relu_multiplier(input_scale, output_scale))
+    ma, sa = quantize_multiplier(leaky_relu_alpha_multiplier(input_scale, alpha, output_scale))
+    if si > 30 or sa > 30:
+        raise QKernelError(f"{op}: a multiplier is too large for 31-bit fixed point")
+    if ma == -(1 << 31):  # LiteRT negates it in int32: overflow
+        raise QKernelError(f"{op}: alpha multiplier rounds to -2**31, which LiteRT cannot negate")
+    return LeakyReluParams(check_zero_point(input_zero_point, op, "input zero point"),
+                           check_zero_point(output_zero_point, op, "output zero point"), mi, si, ma, sa)
+
+
+def leaky_relu(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
+               identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
+    x = check_quantized(x, "leaky_relu", "input")
+    # A function of one int8 value: evaluate it on all 256, then gather.
+    v = INT8_VALUES - int(input_zero_point)
+    positive = multiply_by_quantized_multiplier(v, identity_multiplier, identity_shift)
+    negative = multiply_by_quantized_multiplier(v, abs(alpha_multiplier), alpha_shift)
+    if alpha_multiplier < 0:
+        negative = -negative
+    raw = np.where(v >= 0, positive, negative) + int(output_zero_point)
+    return lookup_table(x, saturate(raw, -128, 127).astype(np.int8))

@@ -1,0 +1,40 @@
+"""PAD / PADV2, int8 (``kernels/pad.cc``, docs/numerics.md §2.18): data movement on raw q.
+
+The pad value is the output zero point (real 0.0), or with PADV2 the stored q of a
+``constant_values`` tensor whose scale and zero point must equal the output's. Input and
+output share their parameters.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from quantir.runtime.qkernels._common import QKernelError, check_quantized, check_zero_point
+
+__all__ = ["prepare_pad", "pad"]
+
+
+def prepare_pad(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
+                constant: tuple[int, float, int] | None = None) -> int:
+    """The int8 pad value. ``constant`` is ``(q, scale, zero_point)`` of PADV2's constant_values."""
+    op = "pad"
+    zp_out = check_zero_point(output_zero_point, op, "output zero point")
+    if np.float32(input_scale) != np.float32(output_scale) or int(input_zero_point) != zp_out:
+        raise QKernelError(f"{op}: input and output quantization must be equal (pad moves raw values)")
+    if constant is None:
+        return zp_out
+    q, scale, zp = constant
+    if np.float32(scale) != np.float32(output_scale) or int(zp) != zp_out:
+        raise QKernelError(f"{op}: constant_values must be quantized like the output (scale {output_scale}, "
+                           f"zero point {zp_out}), found scale {scale} and zero point {zp}")
+    return check_zero_point(q, op, "constant value")
+
+
+def pad(x: np.ndarray, *, pads: Sequence[tuple[int, int]], value: int) -> np.ndarray:
+    """Pad every axis by ``pads[axis] = (before, after)`` with the int8 ``value``."""
+    x = check_quantized(x, "pad", "input")
+    widths = [(int(b), int(a)) for b, a in pads]
+    if len(widths) != x.ndim or any(b < 0 or a < 0 for b, a in widths):
+        raise ValueError(f"pad: need {x.ndim} non-negative (before, after) pairs, found {list(pads)}")
+    return np.pad(x, widths, mode="constant", constant_values=np.int8(value))

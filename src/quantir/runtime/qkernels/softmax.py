@@ -1,0 +1,117 @@
+"""SOFTMAX, int8 -> int8 with output (1/256, -128) (docs/numerics.md §2.12).
+
+* Default, :func:`softmax` — ``BUILTIN_REF``'s ``reference_ops::Softmax``: gemmlowp fixed
+  point. With ``(M, ls) = PreprocessSoftmaxScaling(beta, s_in, 5)`` and
+  ``diff_min = -CalculateInputRadius(5, ls)``, for every ``d = q - max(q) >= diff_min``:
+  ``e = exp_on_negative_values(SRDHM(d·2**ls, M))`` in Q0.31, the sum of
+  ``Rescale<12>(e)`` is inverted with ``GetReciprocal``, and
+  ``out = RDBPOT(SRDHM(recip, e), bits + 23) - 128``; others give -128.
+* Option, :func:`softmax_lut` — the optimized kernel's float LUT (``optimized_ops::Softmax``):
+  ``table[j] = expf(f32(-s_in·beta)·j)``, a float32 sum taken left to right,
+  ``inv = f32(1 / f32(sum · s_out))`` and ``out = rha(table · inv) + zp_out``. The table is
+  float and built in :func:`prepare_softmax`; the evaluation multiplies float32 values
+  as the C++ does. ``exp`` comes from float64 rounded to float32, which can differ from a
+  libm ``expf`` by one ulp in rare entries.
+
+Both reduce over ``axis`` (LiteRT: the last axis).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from quantir.numerics import (
+    calculate_input_radius,
+    exp_on_negative_values,
+    get_reciprocal,
+    multiply_by_quantized_multiplier_greater_than_one,
+    preprocess_softmax_scaling,
+    rescale,
+    round_half_away,
+    rounding_divide_by_pot,
+    saturate,
+    saturating_rounding_doubling_high_mul,
+    wrap_int32,
+)
+from quantir.runtime.qkernels._common import KernelParams, QKernelError, check_quantized, check_zero_point
+
+__all__ = ["SoftmaxParams", "SoftmaxLutParams", "prepare_softmax", "softmax", "softmax_lut"]
+
+_SCALED_DIFF_INTEGER_BITS = 5
+_ACCUMULATION_INTEGER_BITS = 12
+
+
+@dataclass(frozen=True)
+class SoftmaxParams(KernelParams):
+    input_multiplier: int
+    input_left_shift: int
+    diff_min: int
+
+
+@dataclass(frozen=True)
+class SoftmaxLutParams(KernelParams):
+    table: np.ndarray  # float32[256]; table[255 - d] = exp(-s_in·beta·d)
+    output_scale: float
+    output_zero_point: int
+
+
+def _check_output(output_scale: float, output_zero_point: int) -> None:
+    # TF_LITE_ENSURE_EQ(zp, -128); TF_LITE_ENSURE_NEAR(scale, 1/256, 0.001/256), in float32.
+    target = np.float32(1.0) / np.float32(256.0)
+    if int(output_zero_point) != -128 or abs(np.float32(output_scale) - target) > np.float32(0.001) * target:
+        raise QKernelError(f"softmax: int8 output must be quantized with scale 1/256 (within 0.1%) and zero point "
+                           f"-128, found scale {output_scale} and zero point {output_zero_point}")
+
+
+def prepare_softmax(input_scale: float, beta: float = 1.0, output_scale: float = 1 / 256,
+                    output_zero_point: int = -128, *, variant: Literal["reference", "lut"] = "reference"):
+    """``SoftmaxPrepare``: fixed-point parameters (reference) or the float table (lut)."""
+    _check_output(output_scale, output_zero_point)
+    s_in, b = np.float32(input_scale), np.float32(beta)
+    if variant == "reference":
+        big_m, left_shift = preprocess_softmax_scaling(float(b), float(s_in), _SCALED_DIFF_INTEGER_BITS)
+        diff_min = -calculate_input_radius(_SCALED_DIFF_INTEGER_BITS, left_shift)
+        return SoftmaxParams(int(big_m), int(left_shift), int(diff_min))
+    if variant == "lut":
+        scale = -s_in * b  # float32, as PopulateSoftmaxLookupTable
+        steps = np.arange(256, dtype=np.float32)
+        values = np.exp((scale * steps).astype(np.float64)).astype(np.float32)
+        table = np.empty(256, dtype=np.float32)
+        table[255 - np.arange(256)] = values
+        return SoftmaxLutParams(table, float(np.float32(output_scale)), check_zero_point(output_zero_point, "softmax",
+                                                                                        "output zero point"))
+    raise ValueError(f"softmax: variant must be 'reference' or 'lut', found {variant!r}")
+
+
+def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff_min: int,
+            axis: int = -1) -> np.ndarray:
+    """Fixed-point int8 softmax along ``axis`` (the ``BUILTIN_REF`` kernel); output (1/256, -128)."""
+    x = check_quantized(x, "softmax", "input")
+    q = np.moveaxis(x, axis, -1).astype(np.int64)
+    diff = q - q.max(axis=-1, keepdims=True)
+    live = diff >= diff_min
+    scaled = multiply_by_quantized_multiplier_greater_than_one(np.where(live, diff, 0), input_multiplier,
+                                                               input_left_shift)
+    exps = exp_on_negative_values(scaled, _SCALED_DIFF_INTEGER_BITS)
+    terms = np.where(live, rescale(exps, 0, _ACCUMULATION_INTEGER_BITS), 0)
+    total = wrap_int32(terms.sum(axis=-1, keepdims=True))  # the Q12.19 sum is an int32 that wraps
+    recip, bits = get_reciprocal(total, _ACCUMULATION_INTEGER_BITS)
+    unsat = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(recip, exps), bits + 31 - 8)
+    out = np.where(live, saturate(unsat - 128, -128, 127), -128).astype(np.int8)
+    return np.moveaxis(out, -1, axis)
+
+
+def softmax_lut(x: np.ndarray, *, table: np.ndarray, output_scale: float, output_zero_point: int,
+                axis: int = -1) -> np.ndarray:
+    """The optimized kernel's float-LUT softmax along ``axis`` (default resolver, no XNNPACK)."""
+    x = check_quantized(x, "softmax_lut", "input")
+    q = np.moveaxis(x, axis, -1).astype(np.int64)
+    table = np.asarray(table, dtype=np.float32)
+    e = table[255 - (q.max(axis=-1, keepdims=True) - q)]
+    total = np.cumsum(e, axis=-1, dtype=np.float32)[..., -1:]  # sequential float32 sum, as the C loop
+    inv = np.float32(1.0) / (total * np.float32(output_scale))
+    rounded = round_half_away(e * inv)
+    out = saturate(rounded + int(output_zero_point), -128, 127).astype(np.int8)
+    return np.moveaxis(out, -1, axis)

@@ -1,0 +1,716 @@
+"""The parser: MLIR text to a :class:`~quantir.ir.Module`, with MLIR's diagnostics.
+
+It follows ``mlir/lib/AsmParser/Parser.cpp`` (``OperationParser``/``TopLevelOperationParser``):
+
+* top level: ops, ``#alias = attr``/``!alias = type`` definitions and the trailing
+  ``{-# dialect_resources #-}`` section. The ops are either one ``module`` (custom or generic
+  ``"builtin.module"``) or ``func.func`` ops, which get an implicit module;
+* SSA names are scoped per function (``func.func`` is isolated from above). A use before the
+  definition creates a placeholder that the definition replaces (MLIR allows this; the
+  verifier then reports the dominance error); placeholders still open at the end of the file
+  are ``use of undeclared SSA value name``, reported there as MLIR's ``finalize`` does;
+* custom forms: ``func.func``, ``return``/``func.return``, ``arith.constant``,
+  ``quant.qcast``/``dcast``/``scast``, ``module``; any op in the generic form. Ops of
+  dialects quantir does not know stay opaque (``quantir.ir.unregistered``); unknown ops of a
+  closed dialect (``quant``, ``func``) are caught by the verifier with MLIR's message;
+* trailing ``loc(...)`` are skipped; every op gets the location of its name token (where MLIR
+  points its diagnostics: ``q.mlir:2:8`` for ``  %0 = quant.qcast ...``).
+
+Errors raise :class:`~quantir.errors.ParseError` at MLIR's position. Further diagnostics MLIR
+prints after the first one (notes such as ``previously defined here``) are kept as
+``err.followups``: a list of ``(severity, Location, message)``.
+
+Not supported (a clear ParseError, not a crash): nested modules or top-level ops other than
+``func.func``, multi-block function bodies, regions and successors on other ops, properties
+on unregistered ops, dialect attributes, complex and string elements.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..errors import Location
+from ..ir import opdef as _opdef
+from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DenseResourceAttr, DictAttr,
+                             StringAttr, SymbolRefAttr, TypeAttr, UnitAttr)
+from ..ir.core import Block, Function, Module, Operation, Value
+from ..ir.dialects import arith, func, quant
+from ..types import FunctionType, IntegerType, NoneType, Type
+from ..types.lexer import Lexer, Source, Tok, Token
+from ..types.parser import add_followup
+from .attr_parser import AttrParser
+from .numbers import element_dtype, storage_bytes
+
+__all__ = ["parse_module", "parse_source"]
+
+_QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
+_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant"}  # dialects with custom syntax here
+_FUNC_PROPS = ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs")
+
+
+def parse_module(text: str, filename: str = "<input>", *, verify: bool = True) -> Module:
+    """Parse MLIR text into a module; verify it unless ``verify=False``.
+
+    Raises :class:`~quantir.errors.ParseError` (malformed text) or
+    :class:`~quantir.errors.VerifyError` (a broken rule), located ``FILE:LINE:COL``.
+
+    >>> m = parse_module('''
+    ... func.func @f(%x: tensor<4xf32>) -> tensor<4x!quant.uniform<i8:f32, 0.5>> {
+    ...   %q = quant.qcast %x : tensor<4xf32> to tensor<4x!quant.uniform<i8:f32, 0.5>>
+    ...   return %q : tensor<4x!quant.uniform<i8:f32, 0.5>>
+    ... }''')
+    >>> [op.name for op in m.main.ops]
+    ['quant.qcast', 'func.return']
+    """
+    return parse_source(Source(text, filename), verify=verify)
+
+
+def parse_source(source: Source, *, verify: bool = True, start: int = 0, end: int | None = None) -> Module:
+    """Like :func:`parse_module` for the text of ``source`` between offsets ``start`` and
+    ``end`` (a ``--split-input-file`` chunk, located in the whole file)."""
+    parser = _ModuleParser(source, start, end)
+    try:
+        module = parser.parse_top_level()
+    except RecursionError:  # a safety net: nesting limits normally stop well before
+        raise parser.error_at(parser.lex.pos, "input nested too deeply for quantir's parser") from None
+    if verify:
+        from .diagnostics import verify_module
+        errors = verify_module(module)
+        if errors:
+            first = errors[0]
+            for e in errors[1:]:
+                add_followup(first, "error", e.loc, e.message)  # type: ignore[arg-type]
+            raise first
+    return module
+
+
+class _ForwardRef(Value):
+    """A placeholder for a value used before its definition."""
+
+    __slots__ = ()
+
+
+class _Scope:
+    """The SSA names of one function body: name -> [(value, location offset)] per result #."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[tuple[Value, int] | None]] = {}
+
+
+class _ModuleParser(AttrParser):
+    def __init__(self, source: Source, start: int = 0, end: int | None = None):
+        super().__init__(Lexer(source, start, end))
+        self.forward_refs: dict[int, tuple[_ForwardRef, int]] = {}
+        self.blobs: dict[str, tuple[Token, bytes]] = {}
+
+    def loc(self, pos: int) -> Location:
+        return self.source.location(pos)
+
+    # -- top level ------------------------------------------------------------------------------
+    def parse_top_level(self) -> Module:
+        functions: list[Function] = []
+        module: Module | None = None
+        first_pos: int | None = None
+        while True:
+            t = self.tok
+            if t.kind is Tok.EOF:
+                break
+            if t.kind is Tok.FILE_METADATA_BEGIN:
+                self._file_metadata()
+                continue
+            if t.kind in (Tok.HASH_ID, Tok.BANG_ID):
+                self.parse_alias_definition()
+                continue
+            item = self._top_level_op()
+            if first_pos is None:
+                first_pos = t.pos
+            if isinstance(item, Module):
+                if module is not None or functions:
+                    raise self.error_at(t.pos, "quantir supports one 'module' per input, without "
+                                               "functions beside it")
+                module = item
+            else:
+                if module is not None:
+                    raise self.error_at(t.pos, "quantir supports one 'module' per input, without "
+                                               "functions beside it")
+                functions.append(item)
+        self._finalize()
+        return module if module is not None else Module(functions)
+
+    def _finalize(self) -> None:
+        if self.forward_refs:
+            uses = sorted(pos for _, pos in self.forward_refs.values())
+            err = self.error_at(uses[0], "use of undeclared SSA value name")
+            for pos in uses[1:]:
+                add_followup(err, "error", self.loc(pos), "use of undeclared SSA value name")
+            raise err
+        decoded: dict[tuple[str, Type], np.ndarray] = {}
+        for attr, pos in self.resource_uses:
+            if attr.key not in self.blobs:
+                continue
+            k = (attr.key, attr.type)
+            if k not in decoded:
+                decoded[k] = self._decode_blob(attr, pos)
+            object.__setattr__(attr, "array", decoded[k])  # filled in once, right after parsing
+
+    def _decode_blob(self, attr: DenseResourceAttr, pos: int) -> np.ndarray:
+        t = attr.type
+        width = storage_bytes(t.element_type)
+        if width is None or not t.has_static_shape:
+            raise self.error_at(pos, f"quantir cannot hold the blob of 'dense_resource' of type '{t}'")
+        _, data = self.blobs[attr.key]
+        n = t.num_elements
+        if len(data) != width * n:
+            raise self.error_at(pos, f"blob '{attr.key}' has {len(data)} bytes, but type '{t}' needs {width * n}")
+        dtype = element_dtype(t.element_type)
+        wire = np.dtype(np.uint8) if dtype == np.bool_ else dtype.newbyteorder("<")
+        array = np.frombuffer(data, dtype=wire)
+        array = array.astype(dtype) if array.dtype != dtype else array.copy()
+        return array.reshape(t.shape)
+
+    def _file_metadata(self) -> None:
+        self.consume()
+
+        def entry():
+            t = self.tok
+            if t.kind is not Tok.BARE_ID:
+                raise self.error_here("expected identifier key in file metadata dictionary")
+            self.consume()
+            self.parse_token(Tok.COLON, "expected ':'")
+            if t.text == "dialect_resources":
+                self._resource_dict(self._builtin_resources)
+            elif t.text == "external_resources":
+                self._resource_dict(lambda name, pos: self._skip_resource_entries())
+            else:
+                raise self.error_at(t.pos, f"unknown key '{t.text}' in file metadata dictionary")
+
+        self.comma_list_until(Tok.FILE_METADATA_END, "#-}", entry)
+
+    def _resource_dict(self, body) -> None:
+        self.parse_token(Tok.LBRACE, "expected '{'")
+
+        def entry():
+            t = self.tok
+            if t.kind is not Tok.BARE_ID:
+                raise self.error_here("expected identifier key for 'resource' entry")
+            self.consume()
+            self.parse_token(Tok.COLON, "expected ':'")
+            self.parse_token(Tok.LBRACE, "expected '{'")
+            body(t.text, t.pos)
+
+        self.comma_list_until(Tok.RBRACE, "}", entry)
+
+    def _builtin_resources(self, dialect: str, pos: int) -> None:
+        if dialect != "builtin":
+            raise self.error_at(pos, f"dialect '{dialect}' is unknown")
+
+        def entry():
+            key = self.keyword_or_string()
+            if key is None:
+                raise self.error_here("expected identifier key for 'resource' entry")
+            self.parse_token(Tok.COLON, "expected ':'")
+            v = self.consume()
+            s = v.text[1:-1] if v.kind is Tok.STRING else ""
+            hexdigits = s[2:]
+            if not (v.kind is Tok.STRING and s.startswith("0x") and len(hexdigits) % 2 == 0
+                    and all(c in "0123456789abcdefABCDEF" for c in hexdigits)):
+                raise self.error_at(v.pos, f"expected hex string blob for key '{key}'")
+            raw = bytes.fromhex(hexdigits)
+            if len(raw) < 4:
+                raise self.error_at(v.pos, f"expected hex string blob for key '{key}' to encode alignment "
+                                           "in first 4 bytes")
+            align = struct.unpack("<I", raw[:4])[0]
+            if align and align & (align - 1):
+                raise self.error_at(v.pos, f"expected hex string blob for key '{key}' to encode alignment "
+                                           f"in first 4 bytes, but got non-power-of-2 value: {align}")
+            self.blobs[key] = (v, raw[4:])
+
+        self.comma_list_until(Tok.RBRACE, "}", entry)
+
+    def _skip_resource_entries(self) -> None:
+        def entry():
+            if self.keyword_or_string() is None:
+                raise self.error_here("expected identifier key for 'resource' entry")
+            self.parse_token(Tok.COLON, "expected ':'")
+            self.consume()
+
+        self.comma_list_until(Tok.RBRACE, "}", entry)
+
+    def _top_level_op(self) -> Module | Function:
+        t = self.tok
+        if t.kind is Tok.PERCENT_ID:
+            raise self.error_at(t.pos, "quantir supports only 'func.func' and 'module' operations at the top level")
+        name = self._op_name_at_top()
+        if name == "builtin.module":
+            return self._module(t)
+        if name == "func.func":
+            return self._function(t)
+        raise self.error_at(t.pos, f"quantir supports only 'func.func' and 'module' operations at the top "
+                                   f"level, not '{name}'")
+
+    def _op_name_at_top(self) -> str:
+        t = self.tok
+        if t.kind is Tok.STRING:
+            return self.string_value(t)
+        if t.kind is Tok.BARE_ID:
+            name = t.text
+            if "." in name:
+                return name
+            if name == "module":
+                return "builtin.module"
+            if name == "return":
+                return "func.return"
+            raise self.error_here(f"custom op '{name}' is unknown (tried 'builtin.{name}' as well)")
+        raise self.wrong_token_error("expected operation name in quotes")
+
+    # -- module ---------------------------------------------------------------------------------
+    def _module(self, start: Token) -> Module:
+        self.consume()
+        if start.kind is Tok.STRING:
+            return self._generic_module(start)
+        name = self.symbol_name(self.consume()) if self.tok.kind is Tok.AT_ID else None
+        attrs: dict[str, Attribute] = {}
+        if self.tok.kind is Tok.BARE_ID and self.tok.text == "attributes":
+            self.consume()
+            attrs = self.parse_attr_dict()
+        functions = self._module_body()
+        self.skip_trailing_location()
+        return Module(functions, attrs, name)
+
+    def _module_body(self) -> list[Function]:
+        self.parse_token(Tok.LBRACE, "expected '{' to begin a region")
+        functions: list[Function] = []
+        if self.tok.kind is Tok.CARET_ID:  # the generic printer's ``^bb0:`` of an empty module
+            self.consume()
+            self.parse_token(Tok.COLON, "expected ':' after block name")
+        while not self.consume_if(Tok.RBRACE):
+            t = self.tok
+            if t.kind is Tok.CARET_ID:
+                raise self.error_here("quantir supports modules with one block")
+            if t.kind is Tok.PERCENT_ID:
+                raise self.error_at(t.pos, "quantir supports only 'func.func' operations in a module")
+            name = self._op_name_at_top()
+            if name != "func.func":
+                raise self.error_at(t.pos, f"quantir supports only 'func.func' operations in a module, "
+                                           f"not '{name}'")
+            functions.append(self._function(t))
+        return functions
+
+    def _generic_module(self, start: Token) -> Module:
+        props = self._generic_header_without_operands()
+        self.parse_token(Tok.LPAREN, "expected '(' to start region list")
+        functions = self._module_body()
+        self.parse_token(Tok.RPAREN, "expected ')' to end region list")
+        attrs = self.parse_optional_attr_dict()
+        self._unit_function_type()
+        for k in ("sym_name", "sym_visibility"):  # the legacy form keeps them in the dictionary
+            if k in attrs and k not in props:
+                props[k] = attrs.pop(k)
+        name = props.pop("sym_name", None)
+        props.pop("sym_visibility", None)
+        if props:
+            raise self.error_at(start.pos, f"'builtin.module' op has unknown properties: {', '.join(sorted(props))}")
+        if name is not None and not isinstance(name, StringAttr):
+            raise self.error_at(start.pos, "'builtin.module' op attribute 'sym_name' failed to satisfy "
+                                           "constraint: string attribute")
+        self.skip_trailing_location()
+        return Module(functions, attrs, name.value if name is not None else None)
+
+    def _generic_header_without_operands(self) -> dict[str, Attribute]:
+        self.parse_token(Tok.LPAREN, "expected '(' to start operand list")
+        if self.tok.kind is not Tok.RPAREN:
+            raise self.error_here("expected ')' to end operand list")
+        self.consume()
+        if self.consume_if(Tok.LESS):
+            props = self.parse_attribute()
+            self.parse_token(Tok.GREATER, "expected '>' to close properties")
+            if not isinstance(props, DictAttr):
+                raise self.error_here("expected a dictionary of properties")
+            return dict(props.value)
+        return {}
+
+    def _unit_function_type(self) -> None:
+        self.parse_token(Tok.COLON, "expected ':' followed by operation type")
+        pos = self.tok.pos
+        t = self.parse_type()
+        if t != FunctionType((), ()):
+            raise self.error_at(pos, f"expected '() -> ()', got '{t}'")
+
+    # -- functions ------------------------------------------------------------------------------
+    def _function(self, start: Token) -> Function:
+        self.consume()
+        if start.kind is Tok.STRING:
+            return self._generic_function(start)
+        loc = self.loc(start.pos)
+        visibility = None
+        if self.tok.kind is Tok.BARE_ID and self.tok.text in ("private", "public", "nested"):
+            visibility = self.consume().text
+        if self.tok.kind is not Tok.AT_ID:
+            raise self.error_here("custom op 'func.func' expected valid '@'-identifier for symbol name")
+        name = self.symbol_name(self.consume())
+        args = self._function_arguments()
+        results, res_attrs = self._function_results() if self.consume_if(Tok.ARROW) else ((), [])
+        attrs: dict[str, Attribute] = {}
+        if self.tok.kind is Tok.BARE_ID and self.tok.text == "attributes":
+            attr_pos = self.consume().pos
+            attrs = self.parse_attr_dict()
+            for inferred in ("sym_visibility", "sym_name", "function_type"):
+                if inferred in attrs:
+                    raise self.error_at(attr_pos, f"custom op 'func.func' '{inferred}' is an inferred attribute "
+                                                  "and should not be specified in the explicit attribute dictionary")
+        fn_type = FunctionType(tuple(t for _, t, _, _ in args), tuple(results))
+        arg_attrs = [a for _, _, a, _ in args]
+        fn = Function(name, fn_type, visibility=visibility, arg_attrs=arg_attrs,
+                      res_attrs=list(res_attrs) or None, attributes=attrs, loc=loc)
+        if self.tok.kind is Tok.LBRACE:
+            body_pos = self.tok.pos
+            named = [(n, npos, t) for n, t, _, npos in args if n is not None]
+            fn.body = self._region(named if named else None, fn)
+            if fn.body is None:
+                raise self.error_at(body_pos, "custom op 'func.func' expected non-empty function body")
+        self.skip_trailing_location()
+        return fn
+
+    def _function_arguments(self) -> list[tuple[str | None, Type, dict[str, Attribute], int]]:
+        """``(%a: T {attrs} loc(..), ...)`` or ``(T {attrs}, ...)``."""
+        args: list[tuple[str | None, Type, dict[str, Attribute], int]] = []
+        self.parse_token(Tok.LPAREN, "expected '('")
+        if self.consume_if(Tok.RPAREN):
+            return args
+
+        def argument():
+            t = self.tok
+            if t.kind is Tok.ELLIPSIS:
+                raise self.error_here("custom op 'func.func' variadic arguments are not supported by 'func.func'")
+            if t.kind is Tok.PERCENT_ID:
+                if args and args[-1][0] is None:
+                    raise self.error_at(t.pos, "custom op 'func.func' expected type instead of SSA identifier")
+                self.consume()
+                if self.tok.kind is Tok.HASH_ID:
+                    raise self.error_here("result number not allowed in argument list")
+                self.parse_token(Tok.COLON, "expected ':'")
+                ty = self.parse_type()
+                attrs = self.parse_optional_attr_dict()
+                self.skip_trailing_location()
+                args.append((t.text, ty, attrs, t.pos))
+                return
+            if args and args[-1][0] is not None:
+                raise self.error_at(t.pos, "custom op 'func.func' expected SSA identifier")
+            ty = self.parse_type()
+            attrs = self.parse_optional_attr_dict()
+            self.skip_trailing_location()
+            args.append((None, ty, attrs, t.pos))
+
+        argument()
+        while self.consume_if(Tok.COMMA):
+            argument()
+        self.parse_token(Tok.RPAREN, "expected ')'")
+        return args
+
+    def _function_results(self) -> tuple[list[Type], list[dict[str, Attribute]]]:
+        if not self.consume_if(Tok.LPAREN):
+            return [self.parse_non_function_type()], [{}]
+        types: list[Type] = []
+        attrs: list[dict[str, Attribute]] = []
+        if self.consume_if(Tok.RPAREN):
+            return types, attrs
+
+        def result():
+            types.append(self.parse_type())
+            attrs.append(self.parse_optional_attr_dict())
+            self.skip_trailing_location()
+
+        result()
+        while self.consume_if(Tok.COMMA):
+            result()
+        self.parse_token(Tok.RPAREN, "expected ')'")
+        return types, attrs
+
+    def _generic_function(self, start: Token) -> Function:
+        props = self._generic_header_without_operands()
+        self.parse_token(Tok.LPAREN, "expected '(' to start region list")
+        fn = Function("", FunctionType((), ()), loc=self.loc(start.pos))
+        fn.body = self._region(None, fn)
+        self.parse_token(Tok.RPAREN, "expected ')' to end region list")
+        attrs = self.parse_optional_attr_dict()
+        self._unit_function_type()
+        for k in _FUNC_PROPS:  # the legacy form keeps inherent attributes in the dictionary
+            if k in attrs and k not in props:
+                props[k] = attrs.pop(k)
+        name, ftype = props.pop("sym_name", None), props.pop("function_type", None)
+        if not isinstance(name, StringAttr):
+            raise self.error_at(start.pos, "'func.func' op requires attribute 'sym_name'")
+        if not (isinstance(ftype, TypeAttr) and isinstance(ftype.value, FunctionType)):
+            raise self.error_at(start.pos, "'func.func' op requires attribute 'function_type'")
+        vis = props.pop("sym_visibility", None)
+        arg_attrs = self._attr_dict_list(props.pop("arg_attrs", None), len(ftype.value.inputs), start, "arg_attrs")
+        res_attrs = self._attr_dict_list(props.pop("res_attrs", None), len(ftype.value.results), start, "res_attrs")
+        if props:
+            raise self.error_at(start.pos, f"'func.func' op has unknown properties: {', '.join(sorted(props))}")
+        fn.name, fn.type = name.value, ftype.value
+        fn.visibility = vis.value if isinstance(vis, StringAttr) else None
+        fn.arg_attrs, fn.res_attrs, fn.attributes = arg_attrs, res_attrs, attrs
+        self.skip_trailing_location()
+        return fn
+
+    def _attr_dict_list(self, attr: Attribute | None, n: int, start: Token, what: str) -> list[dict]:
+        if attr is None:
+            return [{} for _ in range(n)]
+        if not (isinstance(attr, ArrayAttr) and len(attr.value) == n
+                and all(isinstance(d, DictAttr) for d in attr.value)):
+            raise self.error_at(start.pos, f"'func.func' op expects {what} to be an array of {n} dictionaries")
+        return [dict(d.value) for d in attr.value]  # type: ignore[union-attr]
+
+    # -- regions and blocks ---------------------------------------------------------------------
+    def _region(self, named_args: list[tuple[str, int, Type]] | None, fn: Function) -> Block | None:
+        """A function body: ``{`` ops ``}`` with one block. None for an empty region."""
+        self.parse_token(Tok.LBRACE, "expected '{' to begin a region")
+        if named_args is None and self.consume_if(Tok.RBRACE):
+            return None
+        scope = _Scope()
+        block = Block()
+        if named_args is not None:
+            if self.tok.kind is Tok.CARET_ID:
+                raise self.error_here("invalid block name in region with named arguments")
+            for name, pos, t in named_args:
+                entries = scope.entries.get(name)
+                if entries and entries[0] is not None:
+                    err = self.error_at(pos, f"region entry argument '{name}' is already in use")
+                    raise self.note(err, entries[0][1], "previously referenced here")
+                self._define(scope, name, 0, pos, block.add_argument(t))
+        elif self.tok.kind is Tok.CARET_ID:
+            self.consume()
+            if self.consume_if(Tok.LPAREN) and not self.consume_if(Tok.RPAREN):
+                def block_arg():
+                    t = self.tok
+                    self.parse_token(Tok.PERCENT_ID, "expected SSA operand")
+                    self.parse_token(Tok.COLON, "expected ':' and type for SSA operand")
+                    self._define(scope, t.text, 0, t.pos, block.add_argument(self.parse_type()))
+                    self.skip_trailing_location()
+
+                block_arg()
+                while self.consume_if(Tok.COMMA):
+                    block_arg()
+                self.parse_token(Tok.RPAREN, "expected ')' to end argument list")
+            self.parse_token(Tok.COLON, "expected ':' after block name")
+        while True:
+            t = self.tok
+            if t.kind is Tok.RBRACE:
+                self.consume()
+                break
+            if t.kind is Tok.CARET_ID:
+                raise self.error_here("quantir supports function bodies of one block")
+            self._operation(scope, block)
+        if named_args is not None and not block.ops and not block.arguments:
+            return None
+        return block
+
+    # -- operations -----------------------------------------------------------------------------
+    def _operation(self, scope: _Scope, block: Block) -> None:
+        start = self.tok
+        results: list[tuple[str, int, int]] = []  # (name, count, pos)
+        if start.kind is Tok.PERCENT_ID:
+            def result():
+                t = self.tok
+                self.parse_token(Tok.PERCENT_ID, "expected valid ssa identifier")
+                count = 1
+                if self.consume_if(Tok.COLON):
+                    c = self.tok
+                    if c.kind is not Tok.INTEGER:
+                        raise self.wrong_token_error("expected integer number of results")
+                    count = int(c.text, 16) if c.text.startswith("0x") else int(c.text)
+                    if count < 1:
+                        raise self.error_here("expected named operation to have at least 1 result")
+                    self.consume()
+                results.append((t.text, count, t.pos))
+
+            result()
+            while self.consume_if(Tok.COMMA):
+                result()
+            self.parse_token(Tok.EQUAL, "expected '=' after SSA name")
+        name_tok = self.tok
+        if name_tok.kind is Tok.BARE_ID:
+            op = self._custom_operation(scope, results)
+        elif name_tok.kind is Tok.STRING:
+            op = self._generic_operation(scope)
+        else:
+            raise self.wrong_token_error("expected operation name in quotes")
+        self.skip_trailing_location()
+        if results:
+            expected = sum(c for _, c, _ in results)
+            if not op.results:
+                raise self.error_at(start.pos, "cannot name an operation with no results")
+            if expected != len(op.results):
+                raise self.error_at(start.pos, f"operation defines {len(op.results)} results but was "
+                                               f"provided {expected} to bind")
+            i = 0
+            for name, count, pos in results:
+                for sub in range(count):
+                    self._define(scope, name, sub, pos, op.results[i])
+                    i += 1
+        block.append(op)
+
+    def _custom_operation(self, scope: _Scope, results) -> Operation:
+        t = self.consume()
+        name = t.text
+        if "." not in name:
+            if name == "return":
+                name = "func.return"
+            else:
+                raise self.error_at(t.pos, f"custom op '{name}' is unknown (tried 'func.{name}' as well)")
+        dialect = name.split(".", 1)[0]
+        loc = self.loc(t.pos)
+        if name in _QUANT_CASTS:
+            return self._quant_cast(_QUANT_CASTS[name], scope, loc)
+        if name == "func.return":
+            return self._return(scope, loc)
+        if name == "arith.constant":
+            return self._constant(loc)
+        if name in ("func.func", "builtin.module"):
+            raise self.error_at(t.pos, f"quantir does not support nested '{name}' operations")
+        if dialect in _KNOWN_DIALECTS:
+            raise self.error_at(t.pos, f"custom op '{name}' is unknown")
+        err = self.error_at(t.pos, f"Dialect `{dialect}' not found for custom op '{name}' ")
+        raise self.note(err, t.pos, "Available dialects: arith, builtin, func, quant ; for more info on dialect "
+                                    "registration see https://mlir.llvm.org/getting_started/Faq/"
+                                    "#registered-loaded-dependent-whats-up-with-dialects-management")
+
+    def _ssa_use(self) -> tuple[str, int, int]:
+        t = self.tok
+        self.parse_token(Tok.PERCENT_ID, "expected SSA operand")
+        number = 0
+        if self.tok.kind is Tok.HASH_ID:
+            h = self.tok
+            if not h.text[1:].isdigit():
+                raise self.error_here("invalid SSA value result number")
+            number = int(h.text[1:])
+            self.consume()
+        return t.text, number, t.pos
+
+    def _quant_cast(self, opdef, scope: _Scope, loc: Location) -> Operation:
+        """``$input attr-dict `:` type($input) `to` type($result)``."""
+        use = self._ssa_use()
+        attrs = self.parse_optional_attr_dict()
+        self.parse_token(Tok.COLON, "expected ':'")
+        in_type = self.parse_type()
+        if not (self.tok.kind is Tok.BARE_ID and self.tok.text == "to"):
+            raise self.error_here(f"custom op '{opdef.name}' expected 'to'")
+        self.consume()
+        out_type = self.parse_type()
+        operand = self._resolve(scope, use, in_type)
+        return Operation(opdef, [operand], [out_type], attrs, loc)
+
+    def _return(self, scope: _Scope, loc: Location) -> Operation:
+        """``attr-dict ($operands^ `:` type($operands))?``."""
+        attrs = self.parse_optional_attr_dict()
+        uses = []
+        if self.tok.kind is Tok.PERCENT_ID:
+            first = self.tok.pos
+            uses.append(self._ssa_use())
+            while self.consume_if(Tok.COMMA):
+                uses.append(self._ssa_use())
+            self.parse_token(Tok.COLON, "expected ':'")
+            types = [self.parse_type()]
+            while self.consume_if(Tok.COMMA):
+                types.append(self.parse_type())
+            if len(types) != len(uses):
+                raise self.error_at(first, f"custom op 'func.return' number of operands and types do not match: "
+                                           f"got {len(uses)} operands and {len(types)} types")
+            operands = [self._resolve(scope, u, ty) for u, ty in zip(uses, types)]
+        else:
+            operands = []
+        return Operation(func.RETURN, operands, [], attrs, loc)
+
+    def _constant(self, loc: Location) -> Operation:
+        """``attr-dict $value``: the result type is the value's type."""
+        attrs = self.parse_optional_attr_dict()
+        pos = self.tok.pos
+        value = self.parse_attribute()
+        if isinstance(value, (UnitAttr, ArrayAttr, DictAttr, DenseArrayAttr, TypeAttr, SymbolRefAttr)):
+            raise self.error_at(pos, "custom op 'arith.constant' invalid kind of attribute specified")
+        attrs["value"] = value
+        t = IntegerType(1) if isinstance(value, BoolAttr) else getattr(value, "type", NoneType())
+        return Operation(arith.CONSTANT, [], [t], attrs, loc)
+
+    def _generic_operation(self, scope: _Scope) -> Operation:
+        t = self.consume()
+        name = self.string_value(t)
+        if not name:
+            raise self.error_at(t.pos, "empty operation name is invalid")
+        if "\0" in name:
+            raise self.error_at(t.pos, "null character not allowed in operation name")
+        if name in ("func.func", "builtin.module"):
+            raise self.error_at(t.pos, f"quantir does not support nested '{name}' operations")
+        opdef = _opdef.lookup(name) or _opdef.unregistered(name)
+        self.parse_token(Tok.LPAREN, "expected '(' to start operand list")
+        uses = []
+        if self.tok.kind is Tok.PERCENT_ID:
+            uses.append(self._ssa_use())
+            while self.consume_if(Tok.COMMA):
+                uses.append(self._ssa_use())
+        self.parse_token(Tok.RPAREN, "expected ')' to end operand list")
+        if self.tok.kind is Tok.LSQUARE:
+            raise self.error_here("quantir does not support successors")
+        props: dict[str, Attribute] = {}
+        if self.consume_if(Tok.LESS):
+            p = self.parse_attribute()
+            self.parse_token(Tok.GREATER, "expected '>' to close properties")
+            if not isinstance(p, DictAttr):
+                raise self.error_at(t.pos, f"quantir supports only a dictionary as properties of '{name}'")
+            if not opdef.registered:
+                raise self.error_at(t.pos, f"quantir does not support properties on unregistered operation '{name}'")
+            props = dict(p.value)
+        if self.tok.kind is Tok.LPAREN:
+            raise self.error_here("quantir does not support regions on this operation")
+        attrs = self.parse_optional_attr_dict()
+        colon = self.tok.pos
+        self.parse_token(Tok.COLON, "expected ':' followed by operation type")
+        type_pos = self.tok.pos
+        fn_type = self.parse_type()
+        if not isinstance(fn_type, FunctionType):
+            raise self.error_at(type_pos, "expected function type")
+        del colon
+        if len(fn_type.inputs) != len(uses):
+            plural = "\0" if len(uses) == 1 else "s"  # MLIR's `"s"[n == 1]`: a NUL, faithfully
+            raise self.error_at(type_pos, f"expected {len(uses)} operand type{plural} but had {len(fn_type.inputs)}")
+        operands = [self._resolve(scope, u, ty) for u, ty in zip(uses, fn_type.inputs)]
+        return Operation(opdef, operands, list(fn_type.results), {**attrs, **props}, self.loc(t.pos))
+
+    # -- SSA names ------------------------------------------------------------------------------
+    def _resolve(self, scope: _Scope, use: tuple[str, int, int], t: Type) -> Value:
+        name, number, pos = use
+        entries = scope.entries.setdefault(name, [])
+        if number < len(entries) and entries[number] is not None:
+            value, vpos = entries[number]  # type: ignore[misc]
+            if value.type == t:
+                return value
+            err = self.error_at(pos, f"use of value '{name}' expects different type than prior uses: "
+                                     f"'{t}' vs '{value.type}'")
+            raise self.note(err, vpos, "prior use here")
+        if len(entries) <= number:
+            entries.extend([None] * (number + 1 - len(entries)))
+        if entries[0] is not None and not isinstance(entries[0][0], _ForwardRef):
+            raise self.error_at(pos, "reference to invalid result number")
+        ref = _ForwardRef(t)
+        entries[number] = (ref, pos)
+        self.forward_refs[id(ref)] = (ref, pos)
+        return ref
+
+    def _define(self, scope: _Scope, name: str, number: int, pos: int, value: Value) -> None:
+        entries = scope.entries.setdefault(name, [])
+        if len(entries) <= number:
+            entries.extend([None] * (number + 1 - len(entries)))
+        existing = entries[number]
+        if existing is not None:
+            old, opos = existing
+            if not isinstance(old, _ForwardRef):
+                err = self.error_at(pos, f"redefinition of SSA value '{name}'")
+                raise self.note(err, opos, "previously defined here")
+            if old.type != value.type:
+                err = self.error_at(pos, f"definition of SSA value '{name}#{number}' has type '{value.type}'")
+                raise self.note(err, opos, f"previously used here with type '{old.type}'")
+            old.replace_all_uses_with(value)
+            del self.forward_refs[id(old)]
+        entries[number] = (value, pos)
+
