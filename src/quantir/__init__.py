@@ -1,7 +1,35 @@
 """quantir — a post-training integer quantization compiler with an MLIR-compatible IR.
 
+>>> import quantir as qr                                                    # doctest: +SKIP
+>>> result = qr.quantize("model.onnx", calibration=qr.data.from_numpy("calib.npz"))  # doctest: +SKIP
+>>> print(result.summary()); result.save("model.int8.mlir")                # doctest: +SKIP
+
 Layers, each importing only from those above it: ``types`` → ``numerics`` → ``ir`` → ``text``
 → ``rewrite`` → ``passes`` → ``quantize`` → ``runtime`` → ``frontends``/``backends`` →
-``report`` → ``cli``. See docs/design.md in the shared folder and the README.
+``report`` → ``cli``; ``quantir.api`` wires them together. Names below load on first use, so
+``import quantir`` stays cheap (``quantir opt`` never imports ONNX Runtime).
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "load": ("quantir.api", "load"),
+    "quantize": ("quantir.api", "quantize"),
+    "Result": ("quantir.api", "Result"),
+    "Config": ("quantir.quantize.config", "Config"),
+    "run": ("quantir.runtime", "run"),
+    "data": ("quantir.quantize.data", None),
+}
+__all__ = ["load", "quantize", "Result", "Config", "run", "data", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'quantir' has no attribute '{name}'")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    return value if attr is None else getattr(value, attr)

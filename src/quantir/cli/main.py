@@ -14,6 +14,8 @@ from ..errors import QuantirError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "opt": ("quantir.cli.opt", "parse, verify and print IR text; run passes (like mlir-opt)"),
+    "quantize": ("quantir.cli.quantize", "quantize a float model to int8 with calibration data"),
+    "check": ("quantir.cli.check", "check a quantized model against the LiteRT int8 spec"),
     "run": ("quantir.cli.run", "run a model (.onnx or .mlir) on inputs from an .npz file"),
     "show": ("quantir.cli.show", "print a model (.onnx or .mlir) as IR text with large constants elided"),
 }

@@ -1,0 +1,21 @@
+"""``quantir check MODEL``: validate a quantized model against the LiteRT int8 spec table."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="quantized model: quantir .mlir, or .onnx / .tflite as the readers allow")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import load
+    from ..quantize.check import check_module
+
+    report = check_module(load(args.model))
+    for v in report.violations:
+        print(v)
+    unknown = sorted(set(report.unknown))
+    print(f"{report.checked} ops checked, {len(report.violations)} violations"
+          + (f"; not in the spec table: {', '.join(unknown)}" if unknown else ""))
+    return 0 if report.ok else 1

@@ -1,0 +1,124 @@
+"""``quantir opt``: parse, verify and print IR text, optionally canonicalized -- ``mlir-opt``'s
+contract, so the same golden files run through both tools.
+
+* ``FILE`` or ``-`` (stdin); the canonical form goes to stdout (or ``-o FILE``, written
+  atomically), diagnostics to stderr as ``FILE:LINE:COL: error: MESSAGE``; exit 1 on error.
+* ``--split-input-file``: chunks between ``// -----`` lines are processed independently, their
+  outputs joined by ``// -----`` lines; line numbers count in the whole file.
+* ``--verify-diagnostics``: the diagnostics must be exactly the ``// expected-error {{...}}``
+  ones (see :mod:`quantir.text.diagnostics`); exit 0 iff they are.
+
+Imports of the compiler are deferred to :func:`run` so that ``quantir --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", nargs="?", default="-", help="input file, '-' for stdin (default)")
+    parser.add_argument("-o", dest="output", default="-", metavar="FILE", help="output file (default stdout)")
+    parser.add_argument("--split-input-file", action="store_true",
+                        help="process chunks separated by '// -----' independently")
+    parser.add_argument("--verify-diagnostics", action="store_true",
+                        help="check diagnostics against '// expected-error {{...}}' comments")
+    parser.add_argument("--canonicalize", action="store_true", help="run the canonicalize pass")
+    parser.add_argument("--mlir-print-op-generic", action="store_true", help="print every op in generic form")
+    parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, metavar="N", default=None,
+                        help="print elements attributes of more than N elements as dense_resource<__elided__>")
+    parser.add_argument("--allow-unregistered-dialect", action="store_true",
+                        help="accepted for mlir-opt compatibility; quantir always allows them")
+
+
+def run(args: argparse.Namespace) -> int:
+    text = _read(args.input)
+    filename = "<stdin>" if args.input == "-" else args.input
+    out, err, ok = process(text, filename, args)
+    if err:
+        sys.stderr.write(err)
+    if ok or args.output == "-":  # like mlir-opt, an output file is kept only on success
+        _write(args.output, out)
+    return 0 if ok else 1
+
+
+def process(text: str, filename: str, args: argparse.Namespace) -> tuple[str, str, bool]:
+    """Run the tool on ``text``: (stdout, stderr, success)."""
+    from ..text.diagnostics import split_input
+
+    chunks = split_input(text) if args.split_input_file else [(0, len(text))]
+    outputs, errors, ok = [], [], True
+    for start, end in chunks:
+        out, err, chunk_ok = _process_chunk(text, start, end, filename, args)
+        outputs.append(out)
+        errors.append(err)
+        ok &= chunk_ok
+    return "// -----\n".join(outputs), "".join(errors), ok
+
+
+def _process_chunk(text: str, start: int, end: int, filename: str, args) -> tuple[str, str, bool]:
+    from ..errors import QuantirError
+    from ..text.diagnostics import ExpectedDiagnostics, diagnostics_of, render, render_error
+    from ..text.parser import parse_source
+    from ..text.printer import print_module
+    from ..types.lexer import Source
+
+    source = Source(text, filename)
+    lines = text.split("\n")
+    expected = ExpectedDiagnostics.scan(text, start, end, filename) if args.verify_diagnostics else None
+    module = None
+    failures: list[QuantirError] = []
+    try:
+        module = parse_source(source, start=start, end=end, verify=False)
+        from ..text.diagnostics import verify_module
+        failures = verify_module(module)
+    except QuantirError as e:
+        failures = [e]
+    if expected is not None:
+        for failure in failures:
+            for d in diagnostics_of(failure):
+                expected.process(d)
+        problems = expected.finish()
+        err = "".join(render(d, lines) for d in problems)
+        ok = not problems
+    else:
+        err = "".join(render_error(e, lines, module) for e in failures)
+        ok = not failures
+    if failures:
+        return "", err, ok
+    assert module is not None
+    if args.canonicalize:
+        from ..passes.canonicalize import canonicalize
+        canonicalize(module)
+    elide = args.mlir_elide_elementsattrs_if_larger
+    printed = print_module(module, large_elements="inline" if elide is None else "elide",
+                           threshold=elide or 0, generic=args.mlir_print_op_generic)
+    return printed + "\n", err, ok
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".quantir-opt-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,36 @@
+"""``quantir quantize MODEL --data CALIB.npz -o OUT.{onnx,mlir,tflite}``."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="float model (.onnx or .mlir)")
+    p.add_argument("--data", required=True, help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
+    p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
+    p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
+    p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="minmax",
+                   help="how activation ranges are chosen from the calibration data")
+    p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel")
+    p.add_argument("--exclude", nargs="*", default=(), metavar="NAME",
+                   help="node names (or op kinds like nn.softmax) to keep in float")
+    p.add_argument("--max-samples", type=int, default=None, help="use at most this many calibration samples")
+    p.add_argument("--engine", choices=("ort", "interpreter"), default="ort", help="fp32 calibration executor")
+    p.add_argument("--summary", metavar="JSON", help="also write the summary as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import quantize
+    from ..quantize.config import Config
+
+    config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
+                    engine=args.engine, max_samples=args.max_samples, progress=not args.quiet)
+    result = quantize(args.model, args.data, config)
+    result.save(args.output, format=args.format)
+    if args.summary:
+        result.save(args.summary)
+    if not args.quiet:
+        print(result.summary())
+        print(f"wrote {args.output}")
+    return 0

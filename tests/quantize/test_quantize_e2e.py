@@ -1,0 +1,168 @@
+"""End-to-end static int8 quantization of small real ONNX models, with the bad inputs of issue 4."""
+import hashlib
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import quantir as qr
+from quantir.errors import CalibrationError, QuantirError
+from quantir.ir.dialects import nn, qnn, quant
+from quantir.runtime import run
+from quantir.text import parse_module, print_module
+
+from .tiny_models import cnn, constant_branch, unquantizable
+
+CFG = qr.Config(progress=False)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "cnn.onnx"
+    rng = cnn(path)
+    calib = rng.normal(size=(96, 1, 8, 8)).astype(np.float32)
+    test = rng.normal(size=(256, 1, 8, 8)).astype(np.float32)
+    return path, calib, test
+
+
+@pytest.fixture(scope="module")
+def result(model):
+    path, calib, _ = model
+    return qr.quantize(path, {"x": calib}, CFG)
+
+
+def test_integer_graph_has_one_quantize_in_and_one_dequantize_out(result):
+    assert result.cast_counts() == (1, 1)
+    ops = result.module.main.ops
+    assert ops[0].opdef is quant.QCAST and ops[-2].opdef is quant.DCAST
+    float_ops = [op.name for op in ops if op.name.startswith("nn.") and op.opdef not in qnn.DATA_MOVEMENT]
+    assert float_ops == []
+    assert result.annotation.float_ops == []
+
+
+def test_fusions_and_fixed_outputs(result):
+    convs = [op for op in result.module.main.ops if op.opdef is qnn.CONV]
+    assert [c.attr("activation") for c in convs] == ["RELU", "RELU6", "NONE"]
+    assert convs[1].attr("group") == 8
+    softmax = next(op for op in result.module.main.ops if op.opdef is qnn.SOFTMAX)
+    out = softmax.results[0].type.element_type
+    assert (out.scale, out.zero_point) == (1 / 256, -128)
+
+
+def test_spec_check_is_clean_and_layers_are_close_to_float(result):
+    assert result.spec_report().ok
+    errors = result.layer_errors()
+    assert len(errors) == 9
+    assert min(e.sqnr_db for e in errors) > 25, [(e.name, e.sqnr_db) for e in errors]
+    assert min(e.cosine for e in errors) > 0.995
+
+
+def test_accuracy_against_float_on_held_out_samples(model, result):
+    path, _, test = model
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": test})[0]
+    got = run(result.module, {"x": test})["probs"]
+    assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.95
+    assert np.abs(ref - got).max() < 0.05
+
+
+def test_text_round_trip_runs_bit_identically(model, result):
+    _, _, test = model
+    again = parse_module(print_module(result.module, large_elements="resource"))
+    np.testing.assert_array_equal(run(again, {"x": test})["probs"], run(result.module, {"x": test})["probs"])
+
+
+def test_summary_names_what_happened(result):
+    s = result.summary_dict()
+    assert s["quantized"]["conv"] == 3 and s["quantize_ops"] == 1 and s["dequantize_ops"] == 1
+    assert len(s["worst_layers"]) == 9 and s["spec_check"]["violations"] == []
+    assert "LiteRT int8 spec check: 10 ops, 0 violations" in result.summary()
+
+
+def test_excluded_node_stays_float_with_a_reason(model):
+    path, calib, test = model
+    r = qr.quantize(path, {"x": calib}, qr.Config(progress=False, exclude=("pw",)))
+    assert ("pw", "excluded by the configuration (pw)") in [(op.label, why) for op, why in r.annotation.float_ops]
+    names = [op.name for op in r.module.main.ops]
+    assert "nn.conv" in names and r.cast_counts() == (2, 2)  # one dcast before pw, one qcast after it
+    ref = run(r.float_function, {"x": test})["probs"]
+    assert np.mean(ref.argmax(1) == run(r.module, {"x": test})["probs"].argmax(1)) >= 0.95
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile", "entropy", "mse"])
+def test_every_calibration_method_gives_a_clean_model(model, method):
+    path, calib, _ = model
+    r = qr.quantize(path, {"x": calib}, qr.Config(progress=False, method=method))
+    assert r.spec_report().ok and r.cast_counts() == (1, 1)
+    assert min(e.sqnr_db for e in r.layer_errors()) > 15
+
+
+def test_per_tensor_weights(model):
+    path, calib, _ = model
+    r = qr.quantize(path, {"x": calib}, qr.Config(progress=False, per_channel=False))
+    w = next(op for op in r.module.main.ops if op.opdef is qnn.CONV).operands[1].type.element_type
+    assert not hasattr(w, "scales") and w.storage_min == -127
+    assert r.spec_report().ok
+
+
+def test_input_file_is_not_modified_and_output_is_written_atomically(model, result, tmp_path):
+    path = model[0]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    out = tmp_path / "q.mlir"
+    result.save(out)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert parse_module(out.read_text()) is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["q.mlir"]   # no temp file left behind
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+def test_empty_calibration_set(model):
+    with pytest.raises(CalibrationError, match="is empty"):
+        qr.quantize(model[0], {"x": np.zeros((0, 1, 8, 8), np.float32)}, CFG)
+
+
+def test_nan_in_a_sample_is_named(model):
+    x = model[1][:10].copy()
+    x[7, 0, 2, 2] = np.nan
+    with pytest.raises(CalibrationError, match=r"NaN or Inf values in sample\(s\) 7"):
+        qr.quantize(model[0], {"x": x}, CFG)
+
+
+def test_wrong_input_name_shape_and_dtype(model):
+    x = model[1][:4]
+    with pytest.raises(CalibrationError, match=r"unknown input\(s\) image; missing input\(s\) x"):
+        qr.quantize(model[0], {"image": x}, CFG)
+    with pytest.raises(CalibrationError, match=r"dim 2 must be 8"):
+        qr.quantize(model[0], {"x": np.zeros((4, 1, 9, 8), np.float32)}, CFG)
+    with pytest.raises(CalibrationError, match="has dtype int64, the model expects float32"):
+        qr.quantize(model[0], {"x": np.zeros((4, 1, 8, 8), np.int64)}, CFG)
+
+
+def test_nothing_quantizable_is_a_clear_error(tmp_path):
+    path = tmp_path / "erf.onnx"
+    unquantizable(path)
+    with pytest.raises(QuantirError, match=r"nothing to quantize in this model \(erf: no quantizer pattern for 'nn.erf'"):
+        qr.quantize(path, {"x": np.ones((2, 1, 8, 8), np.float32)}, CFG)
+
+
+def test_zero_range_activation_gets_a_sound_scale(tmp_path):
+    """A tensor that is 0 on every sample: the 1e-6 range floor, not a NaN or zero scale."""
+    path = tmp_path / "const.onnx"
+    constant_branch(path)
+    x = np.random.default_rng(3).normal(size=(16, 1, 8, 8)).astype(np.float32)
+    r = qr.quantize(path, {"x": x}, CFG)
+    scales = [v.type.element_type.scale for op in r.module.main.ops for v in op.results
+              if hasattr(getattr(v.type, "element_type", None), "scale")]
+    assert all(np.isfinite(s) and s > 0 for s in scales)
+    ref = run(r.float_function, {"x": x})["probs"]
+    got = run(r.module, {"x": x})["probs"]
+    assert np.abs(ref - got).max() <= 2 * r.params[r.float_function.outputs[0]].scale
+
+
+def test_all_zero_weight_channel(tmp_path):
+    path = tmp_path / "zero.onnx"
+    rng = cnn(path, zero_channel=True)
+    r = qr.quantize(path, {"x": rng.normal(size=(32, 1, 8, 8)).astype(np.float32)}, CFG)
+    w = next(op for op in r.module.main.ops if op.opdef is qnn.CONV).operands[1].type.element_type
+    assert 0 < w.scales[3] < 1e-8      # the 1e-6 range floor: ≈ 3.94e-9, never 0 or NaN
+    assert r.spec_report().ok
