@@ -11,6 +11,12 @@ One small module per op. Each op has
   parameters, vectorised over the whole batch, returning int8 (or the storage dtype).
   All rounding goes through :mod:`quantir.numerics`.
 
+Element-wise int8 -> int8 ops (RELU*, LEAKY_RELU, HARD_SWISH, requantizing QUANTIZE, and
+the two-input ADD, SUB, MUL) are functions of at most 256 x 256 input values: the kernels
+evaluate LiteRT's integer formula on every possible input once per call, then gather —
+the same integers, far fewer fixed-point passes over big tensors. Convolutions
+requantize in cache-sized blocks (see ``_common.requantize``).
+
 Layout is NCHW (ONNX's, which the IR keeps): conv weights OIHW ``[C_out, C_in/groups,
 KH, KW]``, depthwise ``[C_out, 1, KH, KW]``, fully-connected ``[C_out, K]``. Padding is
 explicit ``(top, left, bottom, right)``; :func:`tflite_pads` gives TFLite's SAME/VALID.

@@ -1,0 +1,55 @@
+"""Fixtures shared by the whole suite. Add fixtures here; keep existing ones stable."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    """``.cache/`` at the repository root (git-ignored): generated models and test data."""
+    path = REPO / ".cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def make_onnx_model():
+    """Build a small ONNX model from nodes.
+
+    ``make_onnx_model(nodes, inputs, outputs, initializers=None, opset=17)`` where inputs
+    and outputs are ``(name, np.dtype | TensorProto elem type, shape)`` tuples (shape
+    entries may be ``None`` or a string for a dynamic dim) and initializers a
+    ``{name: array}`` dict.
+    """
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    def value_info(name, dtype, shape):
+        code = dtype if isinstance(dtype, int) else helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        dims = None if shape is None else [d if d is not None else "N" for d in shape]
+        return helper.make_tensor_value_info(name, code, dims)
+
+    def build(nodes, inputs, outputs, initializers=None, opset=17, name="test"):
+        graph = helper.make_graph(
+            nodes, name, [value_info(*i) for i in inputs], [value_info(*o) for o in outputs],
+            initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", opset)])
+        model.ir_version = 8
+        return model
+
+    return build
