@@ -127,11 +127,21 @@ class Lowerer:
         return act_type(self.params[region.output], region.output.type)
 
     # -- weights ------------------------------------------------------------------------------
-    def weights(self, w: np.ndarray) -> Value:
-        """Symmetric narrow-range int8 weights, per output channel (dim 0) unless per_channel=False."""
+    def weights(self, w: np.ndarray, bias: np.ndarray | None = None, input_scale: float | None = None) -> Value:
+        """Symmetric narrow-range int8 weights, per output channel (dim 0) unless per_channel=False.
+
+        With a bias, a channel's weight scale is raised where needed so its int32 bias stays
+        within ±2^30 (LiteRT's converter does the same): a near-zero weight channel would
+        otherwise get a tiny scale (the 1e-6 floor), a bias of billions of steps, and an
+        accumulator that overflows int32.
+        """
         w = np.asarray(w, np.float32)
         axis = 0 if self.config.per_channel else None
         scale, _ = symmetric_weight_qparams(w, axis=axis)
+        if bias is not None and input_scale is not None:
+            need = np.abs(np.asarray(bias, np.float64).reshape(-1)) / (np.float64(input_scale) * 2.0 ** 30)
+            need = need if axis == 0 else need.max(initial=0.0)
+            scale = np.maximum(np.asarray(scale, np.float64), need).astype(np.float32)
         ints = quantize_weights(w, scale, axis=axis)
         if axis is None:
             qt: Type = UniformQuantizedType(storage_type=I8, expressed_type=F32, scale=float(scale), zero_point=0,
@@ -203,8 +213,9 @@ def lower_conv(lw: Lowerer, r: Region) -> Value:
     conv = r.match.ops["op"]
     w_arr = r.match.consts["w"]
     x = lw.input(r.match["x"])
-    w = lw.weights(w_arr)
-    b = lw.bias(r.match.consts.get("b"), x, w, w_arr.shape[0])
+    b_arr = r.match.consts.get("b")
+    w = lw.weights(w_arr, b_arr, qnn.scales_of(x.type))
+    b = lw.bias(b_arr, x, w, w_arr.shape[0])
     y_t = lw.out_type(r)
     attrs = _window(conv, w_arr.shape[2:])
     op = qnn.CONV.build([x, w] + ([b] if b is not None else []), [y_t], group=conv.attr("group") or 1,
@@ -224,7 +235,7 @@ def lower_fc(lw: Lowerer, r: Region) -> Value:
     else:
         w_arr = w_arr.T
     x = lw.input(r.match["x"])
-    w = lw.weights(np.ascontiguousarray(w_arr))
+    w = lw.weights(np.ascontiguousarray(w_arr), b_arr, qnn.scales_of(x.type))
     b = lw.bias(b_arr, x, w, w_arr.shape[0])
     y_t = lw.out_type(r)
     new = qnn.FULLY_CONNECTED.build([x, w] + ([b] if b is not None else []), [y_t], activation=r.activation,
