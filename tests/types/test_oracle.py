@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oracle_compare import compare
+from .oracle_compare import compare
 from oracle_tools import run_split
-from strategies import mutated, quant_types, reparses, respelled
+from .strategies import mutated, quant_types, reparses, respelled
 
 from quantir.errors import QuantirError
 from quantir.types import (

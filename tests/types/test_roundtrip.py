@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import mutated, quant_types, reparses, respelled
+from .strategies import mutated, quant_types, reparses, respelled
 
 from quantir.errors import ParseError
 from quantir.types import TensorType, parse_type

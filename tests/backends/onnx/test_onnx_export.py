@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from ort_helpers import onnx, rel_err, session
+from .ort_helpers import onnx, rel_err, session
 from onnx import helper
 
 from quantir.backends.onnx import DEFAULT_IR_VERSION, DEFAULT_OPSET, save_onnx, to_onnx

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ort_helpers import onnx, session
+from .ort_helpers import onnx, session
 
 from quantir.backends.onnx import to_onnx
 from quantir.errors import QuantirError

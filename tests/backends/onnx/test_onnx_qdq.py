@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ort_helpers import onnx, session
+from .ort_helpers import onnx, session
 
 from quantir.backends.onnx import to_onnx
 from quantir.errors import UnsupportedOpError

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ort_helpers import (EFFICIENTNET, FASHION_MNIST, LIGHT, light_path, onnx, random_feeds, rel_err, session,
+from .ort_helpers import (EFFICIENTNET, FASHION_MNIST, LIGHT, light_path, onnx, random_feeds, rel_err, session,
                          with_all_outputs)
 from quantir.backends.onnx import to_onnx
 from quantir.frontends.onnx import load_onnx

@@ -7,7 +7,7 @@ Every intermediate is a graph output, so each stage is compared, not only the la
 import numpy as np
 import pytest
 
-from qk_oracle import OP, assert_same, int8_data, nchw, nhwc
+from .qk_oracle import OP, assert_same, int8_data, nchw, nhwc
 from quantir.backends.tflite import (
     ActivationFunctionType,
     AddOptions,

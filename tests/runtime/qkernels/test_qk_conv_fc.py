@@ -4,7 +4,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from qk_oracle import ACTIVATIONS, OP, T, assert_same, hsettings, int8_data, log_uniform, nchw, nhwc, run_op, seeds, \
+from .qk_oracle import ACTIVATIONS, OP, T, assert_same, hsettings, int8_data, log_uniform, nchw, nhwc, run_op, seeds, \
     zero_points
 from quantir.backends.tflite import ActivationFunctionType, Conv2DOptions, DepthwiseConv2DOptions, \
     FullyConnectedOptions, Padding

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from qk_oracle import ACTIVATIONS, OP, T, assert_same, hsettings, int8_data, log_uniform, run_op, seeds, zero_points
+from .qk_oracle import ACTIVATIONS, OP, T, assert_same, hsettings, int8_data, log_uniform, run_op, seeds, zero_points
 from quantir.backends.tflite import ActivationFunctionType, AddOptions, LeakyReluOptions, MulOptions, SubOptions
 from quantir.backends.tflite.schema import QuantizeOptions
 from quantir.runtime import qkernels as qk

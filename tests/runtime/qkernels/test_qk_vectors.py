@@ -157,7 +157,7 @@ def _fc_discrepancy():
 
 @pytest.mark.oracle
 def test_fully_connected_float_path_differs_from_fixed_point_and_matches_builtin_ref():
-    from qk_oracle import OP, T, assert_same, run_op
+    from .qk_oracle import OP, T, assert_same, run_op
 
     s_in, s_w, s_out, accs = _fc_discrepancy()
     accs = np.append(accs, 0)  # at least two channels: LiteRT takes >1 scale as per-channel
@@ -180,7 +180,7 @@ def test_fully_connected_float_path_differs_from_fixed_point_and_matches_builtin
 
 @pytest.mark.oracle
 def test_softmax_variants_differ_somewhere_and_each_matches_its_resolver():
-    from qk_oracle import OP, T, assert_same, int8_data, run_op
+    from .qk_oracle import OP, T, assert_same, int8_data, run_op
     from quantir.backends.tflite import SoftmaxOptions
 
     rng = np.random.default_rng(0)

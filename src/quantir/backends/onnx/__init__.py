@@ -52,6 +52,7 @@ import onnx
 from ...errors import QuantirError, UnsupportedOpError
 from ...ir import Function, Module, Value
 from .exporter import Exported, export as _export
+from .quantized import save_quantized, to_onnx_quantized  # noqa: F401  (quantized.py: QDQ / QOperator)
 
 __all__ = ["to_onnx", "save_onnx", "export", "Exported", "DEFAULT_OPSET", "DEFAULT_IR_VERSION", "MIN_OPSET",
            "MAX_OPSET", "ir_version_for"]
