@@ -37,18 +37,8 @@ def fashion_data():
 
 def effnet_data():
     from quantir.datasets import photos as P
-    photos = P.load_photos()
-    rng = np.random.default_rng(0)
-    crops = []
-    for k in range(64):   # seeded random crops and flips of the real photos
-        im = photos[k % len(photos)].image
-        h, w = im.shape[:2]
-        side = int(min(h, w) * rng.uniform(0.35, 1.0))
-        t, l = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
-        c = im[t:t + side, l:l + side]
-        crops.append(np.ascontiguousarray(c[:, ::-1] if rng.random() < 0.5 else c))
-    test = P.preprocess_efficientnet_lite([p.image for p in photos])
-    return ROOT / ".cache" / "models" / "efficientnet_lite0.onnx", P.preprocess_efficientnet_lite(crops), test, None
+    test = P.preprocess_efficientnet_lite([p.image for p in P.load_photos()])
+    return ROOT / ".cache" / "models" / "efficientnet_lite0.onnx", P.calibration_crops(64), test, None
 
 
 CHILD = r'''

@@ -125,7 +125,7 @@ class Result:
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
         lines += [f"  {v}" for v in spec["violations"]]
-        lines.append(f"lowest SQNR layers (dB, against float on {min(64, s['calibration_samples'])} samples):")
+        lines.append(f"lowest SQNR layers (dB, against float on {min(32, s['calibration_samples'])} samples):")
         for e in s["worst_layers"]:
             sq = "inf" if e["sqnr_db"] is None else f"{e['sqnr_db']:7.2f}"
             lines.append(f"  {sq}  cos {e['cosine']:.5f}  max err {e['max_error_steps']:.1f} steps  "
@@ -188,7 +188,7 @@ def _layer_errors(result: Result) -> list[LayerError]:
     names = [r.output.name_hint for r in regions]
     qnames = {v.name_hint for op in int_fn.ops for v in op.results}
     wanted = [n for n in names if f"{n}__q" in qnames]
-    engine = make_engine(fn, wanted, "interpreter")
+    engine = make_engine(fn, wanted, result.config.engine)   # float side: the fast executor
     errors: dict[str, list] = {n: [] for n in wanted}
     for batch in kept:
         ref = engine.run(batch)

@@ -241,3 +241,23 @@ def top_k(scores: np.ndarray, k: int = 5) -> list[list[tuple[int, float]]]:
         scores = e / e.sum(axis=1, keepdims=True)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return [[(int(c), float(row[c])) for c in idx] for row, idx in zip(scores, order)]
+
+
+def calibration_crops(count: int = 64, seed: int = 0, names: Iterable[str] | None = None) -> np.ndarray:
+    """A calibration set from the real photos: seeded random square crops (35–100 % of the
+    shorter side) with random horizontal flips, preprocessed for EfficientNet-Lite0.
+
+    The photos are few (seven), so crops give the observers more varied real content than
+    the photos alone; the evaluation photos themselves are the centre crops.
+    """
+    photos = load_photos(names)
+    rng = np.random.default_rng(seed)
+    crops = []
+    for k in range(count):
+        image = photos[k % len(photos)].image
+        h, w = image.shape[:2]
+        side = int(min(h, w) * rng.uniform(0.35, 1.0))
+        top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
+        crop = image[top:top + side, left:left + side]
+        crops.append(np.ascontiguousarray(crop[:, ::-1] if rng.random() < 0.5 else crop))
+    return preprocess_efficientnet_lite(crops)

@@ -100,7 +100,7 @@ EngineFactory = Callable[[Function, Sequence[str], str], Engine]
 
 
 def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, config: Config,
-              make_engine: EngineFactory, keep_samples: int = 64) -> Statistics:
+              make_engine: EngineFactory, keep_samples: int = 32) -> Statistics:
     """Run the float function over the dataset and observe every tensor the regions need."""
     ensure_names(fn)
     values = observed_values(annotation)
