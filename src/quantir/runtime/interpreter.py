@@ -111,8 +111,8 @@ class Interpreter:
             return self._run(feeds, outputs, intermediates)
 
     def _run(self, feeds, outputs, intermediates) -> dict[str, np.ndarray]:
-        env: dict[Value, np.ndarray] = {arg: self._check_feed(name, arg, feeds)
-                                        for name, arg in self._match_feeds(feeds)}
+        checked = check_feeds(self.inputs, feeds)
+        env: dict[Value, np.ndarray] = {arg: checked[name] for name, arg in self.inputs}
         wanted = [(n, self.value(n)) for n in outputs] if outputs is not None else list(self.outputs)
         if intermediates == "all":
             extra = [(v.name_hint, v) for op in self.ops for v in op.results if v.name_hint]
@@ -136,41 +136,6 @@ class Interpreter:
         for name, v in wanted + extra:
             out.setdefault(name, env[v])
         return out
-
-    def _match_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[tuple[str, Value]]:
-        expected = dict(self.inputs)
-        unknown = [k for k in feeds if k not in expected]
-        missing = [n for n in expected if n not in feeds]
-        if unknown or missing:
-            parts = []
-            if unknown:
-                parts.append(f"unknown input{'s' if len(unknown) > 1 else ''} {_quoted(unknown)}")
-            if missing:
-                parts.append(f"missing input{'s' if len(missing) > 1 else ''} {_quoted(missing)}")
-            sig = ", ".join(f"'{n}': {v.type}" for n, v in self.inputs)
-            raise FeedError(f"{' and '.join(parts)}; the model expects {{{sig}}}")
-        return list(self.inputs)
-
-    def _check_feed(self, name: str, arg: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        a = feeds[name]
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
-        t = arg.type
-        if not isinstance(t, TensorType):
-            return a
-        want = element_dtype(t)
-        if a.dtype != want:
-            raise FeedTypeError(f"input '{name}' expects dtype {want} ({t}), got {a.dtype}; "
-                                f"convert it with .astype(np.{want.name})")
-        if t.shape is not None:
-            if a.ndim != len(t.shape):
-                raise ShapeError(f"input '{name}' expects rank {len(t.shape)} ({t}), got rank {a.ndim} "
-                                 f"with shape {a.shape}")
-            for i, (d, n) in enumerate(zip(t.shape, a.shape)):
-                if d is not None and d != n:
-                    raise ShapeError(f"input '{name}' expects dim {i} to be {d} ({t}), got {n} "
-                                     f"(shape {a.shape})")
-        return a
 
     def _schedule(self, keep: set[Value]) -> list[Operation]:
         """The ops the kept values depend on, in program order."""
@@ -253,3 +218,45 @@ def _label(op: Operation) -> str:
 
 def _quoted(names: Iterable[str]) -> str:
     return ", ".join(f"'{n}'" for n in names)
+
+
+def check_feeds(inputs: Sequence[tuple[str, Value]], feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Match feeds to the model's inputs by name and check each one's dtype and shape.
+
+    Shared by every executor so that they refuse bad feeds with the same messages.
+    Raises ``FeedError`` (unknown or missing names), ``FeedTypeError`` (dtype) and
+    ``ShapeError`` (rank or a static dim).
+    """
+    expected = dict(inputs)
+    unknown = [k for k in feeds if k not in expected]
+    missing = [n for n in expected if n not in feeds]
+    if unknown or missing:
+        parts = []
+        if unknown:
+            parts.append(f"unknown input{'s' if len(unknown) > 1 else ''} {_quoted(unknown)}")
+        if missing:
+            parts.append(f"missing input{'s' if len(missing) > 1 else ''} {_quoted(missing)}")
+        sig = ", ".join(f"'{n}': {v.type}" for n, v in inputs)
+        raise FeedError(f"{' and '.join(parts)}; the model expects {{{sig}}}")
+    return {name: _check_feed(name, arg, feeds[name]) for name, arg in inputs}
+
+
+def _check_feed(name: str, arg: Value, a) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    t = arg.type
+    if not isinstance(t, TensorType):
+        return a
+    want = element_dtype(t)
+    if a.dtype != want:
+        raise FeedTypeError(f"input '{name}' expects dtype {want} ({t}), got {a.dtype}; "
+                            f"convert it with .astype(np.{want.name})")
+    if t.shape is not None:
+        if a.ndim != len(t.shape):
+            raise ShapeError(f"input '{name}' expects rank {len(t.shape)} ({t}), got rank {a.ndim} "
+                             f"with shape {a.shape}")
+        for i, (d, n) in enumerate(zip(t.shape, a.shape)):
+            if d is not None and d != n:
+                raise ShapeError(f"input '{name}' expects dim {i} to be {d} ({t}), got {n} "
+                                 f"(shape {a.shape})")
+    return a

@@ -33,7 +33,7 @@ from ..errors import QuantirError, ShapeError
 from ..ir import Function, Module, Value
 from ..ir.dialects import arith, func
 from ..types import TensorType
-from .interpreter import FeedError, FeedTypeError, input_names, output_names
+from .interpreter import FeedError, FeedTypeError, check_feeds, input_names, output_names
 
 __all__ = ["OrtExecutor", "OrtError"]
 
@@ -125,48 +125,14 @@ class OrtExecutor:
         Raises ``FeedError``, ``FeedTypeError`` and ``ShapeError`` for feeds that do not fit
         (as ``quantir.runtime.run`` does) and ``OrtError`` if ONNX Runtime fails.
         """
-        checked = {name: self._check_feed(name, arg, feeds) for name, arg in self._match_feeds(feeds)}
+        # ONNX Runtime wants C-contiguous arrays; the checks are the interpreter's own
+        checked = {name: np.ascontiguousarray(a) for name, a in check_feeds(self.inputs, feeds).items()}
         try:
             results = self.session.run(self._fetch, checked)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
             raise OrtError(f"ONNX Runtime failed: {_first_line(e)}") from e
         by_name = dict(zip(self._fetch, results))
         return {key: by_name[onnx_name] for key, onnx_name in self._keys}
-
-    def _match_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[tuple[str, Value]]:
-        expected = dict(self.inputs)
-        unknown = [k for k in feeds if k not in expected]
-        missing = [n for n in expected if n not in feeds]
-        if unknown or missing:
-            parts = []
-            if unknown:
-                parts.append(f"unknown input{'s' if len(unknown) > 1 else ''} {_quoted(unknown)}")
-            if missing:
-                parts.append(f"missing input{'s' if len(missing) > 1 else ''} {_quoted(missing)}")
-            sig = ", ".join(f"'{n}': {v.type}" for n, v in self.inputs)
-            raise FeedError(f"{' and '.join(parts)}; the model expects {{{sig}}}")
-        return list(self.inputs)
-
-    def _check_feed(self, name: str, arg: Value, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        from ..backends.onnx.dtypes import numpy_dtype
-        a = feeds[name]
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
-        t = arg.type
-        want = numpy_dtype(t, f"input '{name}'")
-        if a.dtype != want:
-            raise FeedTypeError(f"input '{name}' expects dtype {want} ({t}), got {a.dtype}; "
-                                f"convert it with .astype(np.{want.name})")
-        shape = t.shape if isinstance(t, TensorType) else ()
-        if shape is not None:
-            if a.ndim != len(shape):
-                raise ShapeError(f"input '{name}' expects rank {len(shape)} ({t}), got rank {a.ndim} "
-                                 f"with shape {a.shape}")
-            for i, (d, n) in enumerate(zip(shape, a.shape)):
-                if d is not None and d != n:
-                    raise ShapeError(f"input '{name}' expects dim {i} to be {d} ({t}), got {n} "
-                                     f"(shape {a.shape})")
-        return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def _session(model, providers: Sequence[str], intra_op_threads: int | None, config: Mapping[str, str]):

@@ -43,12 +43,12 @@ are left out.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 import onnx
 
+from ...fileio import atomic_write
 from ...errors import QuantirError, UnsupportedOpError
 from ...ir import Function, Module, Value
 from .exporter import Exported, export as _export
@@ -110,15 +110,5 @@ def save_onnx(module: Module | Function, path: "str | os.PathLike", *, opset: in
         data = model.SerializeToString()
     except ValueError as e:  # protobuf refuses messages over 2 GB
         raise QuantirError(f"{path}: the model is too large for one ONNX file ({e})") from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, data)
     return path
