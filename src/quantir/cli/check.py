@@ -5,14 +5,22 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="quantized model: quantir .mlir, or .onnx / .tflite as the readers allow")
+    p.add_argument("model", help="quantized model: quantir .mlir, or an ONNX QDQ model")
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..api import load
     from ..quantize.check import check_module
 
-    report = check_module(load(args.model))
+    if Path(args.model).suffix == ".onnx":
+        # keep the QuantizeLinear/DequantizeLinear pairs: constant folding would erase the weights' DQ
+        from ..frontends.onnx import load_onnx
+        from ..quantize.check_qdq import check_qdq
+        report = check_qdq(load_onnx(args.model, optimize=False, keep_qdq=True))
+    else:
+        report = check_module(load(args.model))
     for v in report.violations:
         print(v)
     unknown = sorted(set(report.unknown))

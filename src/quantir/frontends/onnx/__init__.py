@@ -41,7 +41,8 @@ def default_pipeline() -> list:
 
 
 def load_onnx(model: "str | os.PathLike | bytes | object", *, keep_unsupported: bool = False,
-              optimize: bool = True, constant_inputs: Mapping[str, np.ndarray] | None = None) -> Module:
+              optimize: bool = True, constant_inputs: Mapping[str, np.ndarray] | None = None,
+              keep_qdq: bool = False) -> Module:
     """Import an ONNX model (a path, serialized bytes or a ``ModelProto``) as a ``Module``.
 
     - ``keep_unsupported``: unsupported nodes become opaque ``nn.onnx_op`` ops (carrying the
@@ -49,6 +50,9 @@ def load_onnx(model: "str | os.PathLike | bytes | object", *, keep_unsupported: 
     - ``optimize``: run ``default_pipeline()`` (constant folding, identity/dropout removal,
       BatchNormalization and Pad folding into convolutions, dead code elimination by
       ``canonicalize``).
+    - ``keep_qdq``: keep DequantizeLinear of constants (quantized weights and bias) as ops
+      instead of folding them to float constants, so a QDQ model's parameters stay visible
+      (``quantir check``). Use with ``optimize=False``.
     - ``constant_inputs``: graph inputs to bind to constant values (they disappear from the
       function's arguments), e.g. a Reshape shape that a test feeds as an input.
 
@@ -57,7 +61,7 @@ def load_onnx(model: "str | os.PathLike | bytes | object", *, keep_unsupported: 
     implement; names the op type, the node and the file) and ``ShapeError``.
     """
     loaded = read_model(model)
-    module = GraphImporter(loaded, keep_unsupported, constant_inputs).run()
+    module = GraphImporter(loaded, keep_unsupported, constant_inputs, keep_qdq).run()
     if optimize:
         for p in default_pipeline():
             p.run(module)

@@ -167,7 +167,10 @@ class NodeContext:
         opdef.verify_op(op)
         self.importer.fn.body.append(op)
         try:
-            folded = fold_op(op)
+            # keep_qdq: a model's own quantization (DequantizeLinear of constant weights) stays
+            # visible instead of folding into float constants
+            keep = self.importer.keep_qdq and opdef is nn.DEQUANTIZE_LINEAR
+            folded = None if keep else fold_op(op)
         except (ValueError, IndexError, TypeError, ArithmeticError) as e:
             raise ShapeError(f"its inputs are constants, but evaluating it failed: {e}") from e
         results = op.results
@@ -180,7 +183,8 @@ class NodeContext:
 
 class GraphImporter:
     def __init__(self, loaded: LoadedModel, keep_unsupported: bool,
-                 constant_inputs: Mapping[str, np.ndarray] | None):
+                 constant_inputs: Mapping[str, np.ndarray] | None, keep_qdq: bool = False):
+        self.keep_qdq = keep_qdq
         self.loaded = loaded
         self.model = loaded.model
         self.source = loaded.source

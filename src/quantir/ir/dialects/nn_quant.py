@@ -49,7 +49,9 @@ def quantization_layout(x_shape, scale_shape, axis: int, block_size: int) -> str
 def _check_params(types, attrs, what):
     x, scale, zp = types
     quantization_layout(shape_of(x), shape_of(scale), attrs["axis"], attrs["block_size"])
-    if shape_of(zp) is not None and shape_of(scale) is not None and shape_of(zp) != shape_of(scale):
+    one = lambda shape: shape is not None and all(d == 1 for d in shape)  # noqa: E731  () or (1,): per tensor
+    if shape_of(zp) is not None and shape_of(scale) is not None and shape_of(zp) != shape_of(scale) \
+            and not (one(shape_of(zp)) and one(shape_of(scale))):
         raise ShapeError(f"{what} zero point {fmt_shape(shape_of(zp))} must have the scale's shape "
                          f"{fmt_shape(shape_of(scale))}")
     require_float(scale, f"{what} scale")
