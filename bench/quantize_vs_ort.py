@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,8 @@ else:
         def __init__(self): self.i = 0
         def get_next(self):
             if self.i >= len(data): return None
-            b = data[self.i:self.i + 50]; self.i += 50  # ORT histograms need equal batches: 500 = 10 x 50
+            bs = next(b for b in (50, 32, 16, 8, 1) if len(data) % b == 0)  # ORT's histograms need equal batches
+            b = data[self.i:self.i + bs]; self.i += bs
             return {{name: b}} if b.shape[0] > 0 else None
         def rewind(self): self.i = 0
     static_batch = {static!r}
@@ -79,7 +79,8 @@ else:
                     calibrate_method=getattr(CalibrationMethod, {{"minmax": "MinMax", "percentile": "Percentile",
                                                                  "entropy": "Entropy"}}[method]))
     elapsed = time.perf_counter() - t0
-print(json.dumps({{"seconds": elapsed}}))
+import resource
+print(json.dumps({{"seconds": elapsed, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 '''
 
 
@@ -88,16 +89,11 @@ def run_child(tool: str, method: str, model: Path, calib: np.ndarray, input_name
     with tempfile.TemporaryDirectory() as d:
         calib_path = Path(d) / "calib.npz"
         np.savez(calib_path, **{input_name: calib})
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         proc = subprocess.run([sys.executable, "-c", CHILD.format(src=str(ROOT / "src"), static=static_batch), tool,
                                method, str(model), str(calib_path), str(out)], capture_output=True, text=True)
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
-    # ru_maxrss of children is the max over all children so far: report it when it grew
-    info["peak_rss_mb"] = round(max(peak, before) / 1024, 1)
-    return info
+    return json.loads(proc.stdout.strip().splitlines()[-1])   # the child's own peak RSS and time
 
 
 def latency(path: Path, x: np.ndarray, input_name: str, repeats: int = 30, batch: int = 1) -> float:
@@ -162,15 +158,20 @@ def main() -> int:
                 row[tool] = info
             if all("error" not in row[t] for t in row):
                 row["quantize_time_ratio"] = row["quantir"]["seconds"] / row["onnxruntime"]["seconds"]
-                row["int8_latency_ratio_vs_fp32"] = row["quantir"]["qoperator"]["latency_ms"] / entry["fp32_latency_ms"]
+                row["peak_rss_ratio"] = row["quantir"]["peak_rss_mb"] / row["onnxruntime"]["peak_rss_mb"]
+                # the default export (QDQ) and the QOperator export, each against fp32
+                row["int8_latency_ratio_vs_fp32"] = row["quantir"]["qdq"]["latency_ms"] / entry["fp32_latency_ms"]
+                row["qoperator_latency_ratio_vs_fp32"] = row["quantir"]["qoperator"]["latency_ms"] / entry["fp32_latency_ms"]
+                row["ort_int8_latency_ratio_vs_fp32"] = row["onnxruntime"]["qdq"]["latency_ms"] / entry["fp32_latency_ms"]
             entry["methods"][method] = row
             q, o = row.get("quantir", {}), row.get("onnxruntime", {})
             print(f"{name:14} {method:10} quantir {q.get('seconds', float('nan')):6.2f}s "
-                  f"{q.get('peak_rss_mb', 0):6.0f}MB top1 {q.get('qoperator', {}).get('top1', q.get('qoperator', {}).get('top1_agreement_with_fp32', float('nan'))):.4f} | "
+                  f"{q.get('peak_rss_mb', 0):6.0f}MB top1 {q.get('qdq', {}).get('top1', q.get('qdq', {}).get('top1_agreement_with_fp32', float('nan'))):.4f} | "
                   f"ORT {o.get('seconds', float('nan')):6.2f}s {o.get('peak_rss_mb', 0):6.0f}MB "
                   f"top1 {o.get('qdq', {}).get('top1', o.get('qdq', {}).get('top1_agreement_with_fp32', float('nan'))):.4f} | "
                   f"time ratio {row.get('quantize_time_ratio', float('nan')):.2f} "
-                  f"int8/fp32 latency {row.get('int8_latency_ratio_vs_fp32', float('nan')):.2f} "
+                  f"int8/fp32 latency quantir {row.get('int8_latency_ratio_vs_fp32', float('nan')):.2f} "
+                  f"ORT {row.get('ort_int8_latency_ratio_vs_fp32', float('nan')):.2f} "
                   + " ".join(f"[{t} error: {row[t]['error']}]" for t in ("quantir", "onnxruntime") if "error" in row.get(t, {})))
         results["models"][name] = entry
     RESULTS.mkdir(parents=True, exist_ok=True)
