@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from quantir.cli.main import main
 
 GOOD = """func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

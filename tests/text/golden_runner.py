@@ -9,7 +9,6 @@ quant instrumentation ops, which upstream MLIR removed).
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import os

@@ -11,7 +11,7 @@ import pytest
 
 from quantir.text.numbers import (bits_to_float, canonical_int, element_dtype, float_to_bits, format_float,
                                   format_float_bits, int_fits, round_float, storage_bytes)
-from quantir.types import FloatType, IndexType, IntegerType, bf16, f16, f32, f64, i1, i8, i32, i64, index
+from quantir.types import FloatType, IntegerType, bf16, f16, f32, f64, i1, i8, i64, index
 
 U8 = IntegerType(8, "unsigned")
 SI8 = IntegerType(8, "signed")

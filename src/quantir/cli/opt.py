@@ -47,27 +47,26 @@ def run(args: argparse.Namespace) -> int:
 def process(text: str, filename: str, args: argparse.Namespace) -> tuple[str, str, bool]:
     """Run the tool on ``text``: (stdout, stderr, success)."""
     from ..text.diagnostics import split_input
+    from ..text.lexing import FastSource
 
     chunks = split_input(text) if args.split_input_file else [(0, len(text))]
+    source, lines = FastSource(text, filename), text.split("\n")
     outputs, errors, ok = [], [], True
     for start, end in chunks:
-        out, err, chunk_ok = _process_chunk(text, start, end, filename, args)
+        out, err, chunk_ok = _process_chunk(source, lines, start, end, args)
         outputs.append(out)
         errors.append(err)
         ok &= chunk_ok
     return "// -----\n".join(outputs), "".join(errors), ok
 
 
-def _process_chunk(text: str, start: int, end: int, filename: str, args) -> tuple[str, str, bool]:
+def _process_chunk(source, lines: list[str], start: int, end: int, args) -> tuple[str, str, bool]:
     from ..errors import QuantirError
     from ..text.diagnostics import ExpectedDiagnostics, diagnostics_of, render, render_error
     from ..text.parser import parse_source
     from ..text.printer import print_module
-    from ..types.lexer import Source
 
-    source = Source(text, filename)
-    lines = text.split("\n")
-    expected = ExpectedDiagnostics.scan(text, start, end, filename) if args.verify_diagnostics else None
+    expected = ExpectedDiagnostics.scan(source.text, start, end, source.filename) if args.verify_diagnostics else None
     module = None
     failures: list[QuantirError] = []
     try:

@@ -15,7 +15,7 @@ def verify_module_op(module: Module) -> None:
     for name in module.attributes:
         if "." not in name and name not in ("sym_name", "sym_visibility"):
             raise VerifyError(f"'builtin.module' op can only contain attributes with dialect-prefixed names, "
-                              f"found: '{name}'")
+                              f"found: '{name}'", getattr(module, "loc", None))
 
 
 def verify_function(fn: Function) -> None:

@@ -9,7 +9,7 @@ section, which comes last in the file.
 """
 from __future__ import annotations
 
-import math
+import re
 
 import numpy as np
 
@@ -20,7 +20,8 @@ from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, Den
 from ..types import FloatType, IndexType, IntegerType, ShapedType, Type, TypeParser
 from ..types.lexer import Tok, Token
 from ..types.parser import add_followup
-from .numbers import bits_to_float, element_dtype, float_to_bits, int_fits, round_float, storage_bytes
+from .dense_literal import TensorLiteral, magnitude
+from .numbers import bits_to_float, float_to_bits, int_fits, round_float
 
 __all__ = ["AttrParser", "LOCATION"]
 
@@ -29,7 +30,6 @@ _F64 = FloatType("f64")
 _HEX = frozenset("0123456789abcdefABCDEF")
 LOCATION = object()  # the value of an alias to a location: ``#loc = loc("a.py":1:2)``
 MAX_DEPTH = 100       # nesting of attribute lists beyond this is refused, not a RecursionError
-MATERIALIZED_SPLAT_LIMIT = 1 << 22  # larger splats are a read-only broadcast view of one value
 
 
 class AttrParser(TypeParser):
@@ -39,8 +39,37 @@ class AttrParser(TypeParser):
         self.type_aliases: dict[str, Type] = {}
         self.resource_uses: list[tuple[DenseResourceAttr, int]] = []
         self._attr_depth = 0
+        self.location_alias_uses: list[tuple[str, int]] = []
+        self.unsupported: ParseError | None = None
+        self.start = lexer.pos  # a --split-input-file chunk is a buffer of its own for MLIR
+
+    def wrong_token_error(self, message: str) -> ParseError:
+        """``emitWrongTokenError``: after the previous token, skipping blanks, blank lines and
+        comments backwards -- but never back past the start of the chunk being parsed."""
+        t = self.tok
+        loc = max(t.pos - 1 if t.kind is Tok.EOF else t.pos, self.start)
+        base = self.start
+        buf = self.text[base:loc]
+        while True:
+            buf = buf.rstrip(" \t")
+            if not buf:
+                return self.error_at(loc, message)
+            if buf[-1] not in "\n\r":
+                return self.error_at(base + len(buf), message)
+            buf = buf[:-1]
+            cut = max(buf.rfind("\n"), buf.rfind("\r"))
+            prev_line = buf[cut:] if cut >= 0 else buf
+            comment = prev_line.find("//")
+            if comment >= 0:
+                buf = buf[:len(buf) - (len(prev_line) - comment)]
 
     # -- small helpers --------------------------------------------------------------------------
+    def defer(self, pos: int, message: str) -> None:
+        """Something valid MLIR that quantir cannot hold: parsing goes on (so that a real syntax
+        error further down is reported first, as MLIR would), and this error is raised at the end."""
+        if self.unsupported is None:
+            self.unsupported = self.error_at(pos, message)
+
     def note(self, err: ParseError, pos: int, message: str) -> ParseError:
         return add_followup(err, "note", self.source.location(pos), message)
 
@@ -100,24 +129,79 @@ class AttrParser(TypeParser):
         self.parse_token(closer, f"expected ',' or '{spelling}'")
 
     # -- locations ------------------------------------------------------------------------------
+    # Locations are parsed with MLIR's grammar and messages (LocationParser.cpp) and dropped:
+    # quantir locates ops by their position in the text it read.
     def skip_trailing_location(self) -> None:
-        """``loc(...)`` after an op, an argument or a result: parsed for balance, dropped."""
+        """``loc(...)`` after an op, an argument or a result."""
         if self.tok.kind is Tok.BARE_ID and self.tok.text == "loc":
             self.consume()
-            self._skip_location_body()
-
-    def _skip_location_body(self) -> None:
-        self.parse_token(Tok.LPAREN, "expected '(' in location")
-        depth = 1
-        while depth:
+            self.parse_token(Tok.LPAREN, "expected '(' in location")
             t = self.tok
-            if t.kind is Tok.EOF:
-                raise self.wrong_token_error("expected ')' in location")
-            if t.kind in (Tok.LPAREN, Tok.LSQUARE, Tok.LESS, Tok.LBRACE):
-                depth += 1
-            elif t.kind in (Tok.RPAREN, Tok.RSQUARE, Tok.GREATER, Tok.RBRACE):
-                depth -= 1
+            if t.kind is Tok.HASH_ID and "." not in t.text:
+                self.consume()  # an alias, maybe defined further down
+                self.location_alias_uses.append((t.text[1:], t.pos))
+            else:
+                self.parse_location_instance()
+            self.parse_token(Tok.RPAREN, "expected ')' in location")
+
+    def parse_location_instance(self) -> None:
+        t = self.tok
+        if t.kind is Tok.HASH_ID:
+            self._extended_attr(allow_location=True)
+            return
+        if t.kind is Tok.STRING:
+            self._name_or_file_line_col()
+            return
+        if t.kind is not Tok.BARE_ID:
+            raise self.wrong_token_error("expected location instance")
+        if t.text == "callsite":
             self.consume()
+            self.parse_token(Tok.LPAREN, "expected '(' in callsite location")
+            self.parse_location_instance()
+            if not (self.tok.kind is Tok.BARE_ID and self.tok.text == "at"):
+                raise self.wrong_token_error("expected 'at' in callsite location")
+            self.consume()
+            self.parse_location_instance()
+            self.parse_token(Tok.RPAREN, "expected ')' in callsite location")
+        elif t.text == "fused":
+            self.consume()
+            if self.consume_if(Tok.LESS):
+                self.parse_attribute()
+                self.parse_token(Tok.GREATER, "expected '>' after fused location metadata")
+            self.parse_token(Tok.LSQUARE, "expected '[' in fused location")
+            if not self.consume_if(Tok.RSQUARE):
+                self.parse_location_instance()
+                while self.consume_if(Tok.COMMA):
+                    self.parse_location_instance()
+                self.parse_token(Tok.RSQUARE, "expected ']' in fused location")
+        elif t.text == "unknown":
+            self.consume()
+        else:
+            raise self.wrong_token_error("expected location instance")
+
+    def _name_or_file_line_col(self) -> None:
+        self.consume()
+        if self.consume_if(Tok.COLON):
+            if self.tok.kind is not Tok.INTEGER:
+                raise self.wrong_token_error("expected integer line number in FileLineColRange")
+            self.consume()
+            if not self.consume_if(Tok.COLON):
+                return
+            if self.tok.kind is not Tok.INTEGER:
+                raise self.wrong_token_error("expected integer column number in FileLineColRange")
+            self.consume()
+            if not (self.tok.kind is Tok.BARE_ID and self.tok.text == "to"):
+                return
+            self.consume()
+            self.consume_if(Tok.INTEGER)
+            if not self.consume_if(Tok.COLON):
+                raise self.wrong_token_error("expected either integer or `:` post `to` in FileLineColRange")
+            if self.tok.kind is not Tok.INTEGER:
+                raise self.wrong_token_error("expected integer column number in FileLineColRange")
+            self.consume()
+        elif self.consume_if(Tok.LPAREN):
+            self.parse_location_instance()
+            self.parse_token(Tok.RPAREN, "expected ')' after child location of NameLoc")
 
     # -- aliases --------------------------------------------------------------------------------
     def parse_alias_definition(self) -> None:
@@ -136,7 +220,9 @@ class AttrParser(TypeParser):
             table[name] = self.parse_type()  # type: ignore[assignment]
         elif self.tok.kind is Tok.BARE_ID and self.tok.text == "loc":
             self.consume()
-            self._skip_location_body()
+            self.parse_token(Tok.LPAREN, "expected '(' in inline location")
+            self.parse_location_instance()
+            self.parse_token(Tok.RPAREN, "expected ')' in inline location")
             table[name] = LOCATION
         else:
             table[name] = self.parse_attribute()
@@ -218,9 +304,8 @@ class AttrParser(TypeParser):
             value = self.string_value(t)
             if type is None and self.tok.kind is Tok.COLON:
                 self.consume()
-                typed_at = self.tok.pos
+                self.defer(self.tok.pos, "quantir does not support typed string attributes")
                 self.parse_type()
-                raise self.error_at(typed_at, "quantir does not support typed string attributes")
             return StringAttr(value)
         if k is Tok.AT_ID:
             return self._symbol_ref()
@@ -240,7 +325,13 @@ class AttrParser(TypeParser):
                 return self._dense_resource(type)
             if word == "array":
                 return self._dense_array()
-            if word in ("affine_map", "affine_set", "sparse", "strided", "distinct", "loc"):
+            if word == "loc":
+                self.consume()
+                self.parse_token(Tok.LPAREN, "expected '(' in inline location")
+                self.parse_location_instance()
+                self.parse_token(Tok.RPAREN, "expected ')' in inline location")
+                raise self.error_at(t.pos, "quantir does not support location attributes")
+            if word in ("affine_map", "affine_set", "sparse", "strided", "distinct"):
                 raise self.error_here(f"quantir does not support '{word}' attributes")
         if self.starts_type():
             return TypeAttr(self.parse_type())
@@ -258,7 +349,7 @@ class AttrParser(TypeParser):
             raise self.error_at(t.pos, "quantir does not support nested symbol references")
         return SymbolRefAttr(name)
 
-    def _extended_attr(self) -> Attribute:
+    def _extended_attr(self, allow_location: bool = False) -> Attribute:
         t = self.consume()
         name = t.text[1:]
         has_body = self.tok.kind is Tok.LESS and self.tok.pos == t.end
@@ -268,6 +359,8 @@ class AttrParser(TypeParser):
         if value is None:
             raise self.wrong_token_error(f"undefined symbol alias id '{name}'")
         if value is LOCATION:
+            if allow_location:
+                return value  # type: ignore[return-value]
             raise self.error_at(t.pos, "quantir does not support location attributes")
         return value  # type: ignore[return-value]
 
@@ -290,7 +383,7 @@ class AttrParser(TypeParser):
             raise self.error_at(t.pos, "integer literal not valid for specified type")
         if negative and isinstance(type, IntegerType) and type.signedness == "unsigned":
             raise self.error_at(t.pos, "negative integer literal not valid for unsigned integer type")
-        value = int_fits(_magnitude(t.text), negative, type)
+        value = int_fits(magnitude(t.text), negative, type)
         if value is None:
             raise self.error_at(t.pos, "integer constant out of range for attribute")
         if isinstance(type, IntegerType) and type.width == 1 and type.signedness == "signless":
@@ -353,7 +446,7 @@ class AttrParser(TypeParser):
             self.consume()
             if is_i1:
                 raise self.error_here("expected 'true' or 'false' values for i1 type")
-            v = int_fits(_magnitude(t.text), negative, et)
+            v = int_fits(magnitude(t.text), negative, et)
             if v is None:
                 raise self.error_here("integer constant out of range")
             values.append(v)
@@ -368,7 +461,7 @@ class AttrParser(TypeParser):
     def parse_dense(self, type: Type | None = None) -> DenseElementsAttr:
         loc = self.consume().pos
         self.parse_token(Tok.LESS, "expected '<' after 'dense'")
-        literal = _TensorLiteral(self)
+        literal = TensorLiteral(self)
         if not self.consume_if(Tok.GREATER):
             literal.parse()
             self.parse_token(Tok.GREATER, "expected '>'")
@@ -400,155 +493,5 @@ class AttrParser(TypeParser):
         return attr
 
 
-def _magnitude(text: str) -> int:
+def magnitude(text: str) -> int:
     return int(text, 16) if text.startswith("0x") else int(text, 10)
-
-
-class _TensorLiteral:
-    """``TensorLiteralParser``: the tokens of ``dense<...>``, turned into an array once the
-    type is known (errors point at the element token, as MLIR's do)."""
-
-    def __init__(self, p: AttrParser):
-        self.p = p
-        self.hex: Token | None = None
-        self.shape: list[int] | None = None  # None: a single (splat) element
-        self.storage: list[tuple[bool, Token]] = []
-
-    def parse(self) -> None:
-        p = self.p
-        if p.tok.kind is Tok.STRING:
-            self.hex = p.consume()
-        elif p.tok.kind is Tok.LSQUARE:
-            self.shape = self._list(0)
-        else:
-            self._element()
-
-    def _element(self) -> None:
-        p = self.p
-        t = p.tok
-        if t.kind in (Tok.FLOAT, Tok.INTEGER, Tok.STRING) or (t.kind is Tok.BARE_ID and t.text in ("true", "false")):
-            self.storage.append((False, p.consume()))
-        elif t.kind is Tok.MINUS:
-            p.consume()
-            if p.tok.kind not in (Tok.FLOAT, Tok.INTEGER):
-                raise p.error_here("expected integer or floating point literal")
-            self.storage.append((True, p.consume()))
-        elif t.kind is Tok.LPAREN:
-            raise p.error_here("quantir does not support complex elements")
-        else:
-            raise p.error_here("expected element literal of primitive type")
-
-    def _list(self, depth: int) -> list[int]:
-        p = self.p
-        if depth > MAX_DEPTH:
-            raise p.error_here(f"tensor literals nested deeper than {MAX_DEPTH} levels are not supported")
-        p.parse_token(Tok.LSQUARE, "expected '['")
-        size = 0
-        first: list[int] | None = None
-        if p.consume_if(Tok.RSQUARE):
-            return [0]
-
-        def one():
-            nonlocal size, first
-            dims = self._list(depth + 1) if p.tok.kind is Tok.LSQUARE else (self._element() or [])
-            size += 1
-            if first is None:
-                first = dims
-            elif dims != first:
-                raise p.error_here("tensor literal is invalid; ranks are not consistent between elements")
-
-        one()
-        while p.consume_if(Tok.COMMA):
-            one()
-        p.parse_token(Tok.RSQUARE, "expected ']'")
-        return [size] + (first or [])
-
-    # -- conversion ---------------------------------------------------------------------------
-    def to_array(self, loc: int, type: ShapedType) -> np.ndarray:
-        p = self.p
-        et = type.element_type
-        shape = tuple(type.shape)  # type: ignore[arg-type]
-        try:
-            dtype = element_dtype(et)
-        except ValueError as e:
-            raise p.error_at(loc, str(e)) from None
-        if self.hex is not None:
-            return self._hex_array(loc, type, dtype)
-        if self.shape is not None and tuple(self.shape) != shape:
-            raise p.error_at(loc, f"inferred shape of elements literal ([{', '.join(map(str, self.shape))}]) "
-                                  f"does not match type ([{', '.join(map(str, shape))}])")
-        n = math.prod(shape)
-        if not self.storage:
-            if n:
-                raise p.error_at(loc, f"parsed zero elements, but type ('{type}') expected at least 1")
-            return _allocate(p, loc, lambda: np.zeros(shape, dtype))
-        if isinstance(et, FloatType):
-            bits = [p.float_bits_from_token(t, neg, et) for neg, t in self.storage]
-            if dtype.kind == "f":
-                flat = np.array(bits, dtype=f"u{dtype.itemsize}").view(dtype)
-            else:
-                flat = np.array(bits, dtype=dtype)
-        else:
-            flat = np.array([self._int_value(neg, t, et) for neg, t in self.storage], dtype=dtype)
-        if self.shape is None:
-            return _splat(p, loc, flat[0], shape, dtype)
-        return flat.reshape(shape)
-
-    def _int_value(self, negative: bool, t: Token, et: Type) -> int | bool:
-        p = self.p
-        unsigned = isinstance(et, IntegerType) and et.signedness == "unsigned"
-        if negative and unsigned:
-            raise p.error_at(t.pos, "expected unsigned integer elements, but parsed negative value")
-        if t.kind is Tok.FLOAT:
-            raise p.error_at(t.pos, "expected integer elements, but parsed floating-point")
-        if t.kind is Tok.BARE_ID:
-            if not (isinstance(et, IntegerType) and et.width == 1):
-                raise p.error_at(t.pos, "expected i1 type for 'true' or 'false' values")
-            return t.text == "true"
-        if t.kind is not Tok.INTEGER:
-            raise p.error_at(t.pos, "integer constant out of range for type")
-        v = int_fits(_magnitude(t.text), negative, et)
-        if v is None:
-            raise p.error_at(t.pos, "integer constant out of range for type")
-        return v
-
-    def _hex_array(self, loc: int, type: ShapedType, dtype: np.dtype) -> np.ndarray:
-        p = self.p
-        t = self.hex
-        assert t is not None
-        s = t.text[1:-1]
-        if not s.startswith("0x") or len(s) % 2 or any(c not in _HEX for c in s[2:]):
-            raise p.error_at(t.pos, "expected string containing hex digits starting with `0x`")
-        width = storage_bytes(type.element_type)
-        if width is None:
-            raise p.error_at(loc, f"quantir cannot read hex elements of type '{type.element_type}'")
-        data = bytes.fromhex(s[2:])
-        n = type.num_elements
-        shape = tuple(type.shape)  # type: ignore[arg-type]
-        if len(data) == width * n:
-            flat = np.frombuffer(data, dtype=_wire_dtype(dtype)).astype(dtype)
-            return flat.reshape(shape)
-        if len(data) == width:
-            return _splat(p, loc, np.frombuffer(data, dtype=_wire_dtype(dtype)).astype(dtype)[0], shape, dtype)
-        raise p.error_at(loc, f"elements hex data size is invalid for provided type: '{type}'")
-
-
-def _allocate(p: AttrParser, loc: int, make):
-    try:
-        return make()
-    except (ValueError, MemoryError, OverflowError):
-        raise p.error_at(loc, "quantir cannot hold an elements attribute this large") from None
-
-
-def _splat(p: AttrParser, loc: int, value, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """One value repeated: an array, or a read-only broadcast view when it would be huge."""
-    if math.prod(shape) <= MATERIALIZED_SPLAT_LIMIT:
-        return np.full(shape, value, dtype=dtype)
-    return _allocate(p, loc, lambda: np.broadcast_to(np.array(value, dtype=dtype), shape))
-
-
-def _wire_dtype(dtype: np.dtype) -> np.dtype:
-    """The little-endian dtype of raw buffers (``bool`` read as bytes: any non-zero is true)."""
-    if dtype == np.bool_:
-        return np.dtype(np.uint8)
-    return dtype.newbyteorder("<")

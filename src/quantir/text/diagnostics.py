@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from ..errors import Location, QuantirError, VerifyError
 from ..ir.core import Function, Module, Operation
 from ..ir.verify import verify as _verify, verify_function, verify_module_op
-from ..types.lexer import Source
 
 __all__ = ["Diagnostic", "verify_module", "diagnostics_of", "render", "ExpectedDiagnostics",
            "split_input", "SPLIT_MARKER"]
@@ -97,6 +96,8 @@ def render(diag: Diagnostic, lines: list[str] | None, *, show_source: bool = Tru
     if not show_source or lines is None or not 1 <= diag.loc.line <= len(lines):
         return head
     line = lines[diag.loc.line - 1].rstrip("\r")
+    if not line.isascii():  # LLVM shows such a line without a caret
+        return f"{head}{line}\n"
     col = max(diag.loc.col - 1, 0)
     pad = "".join(c if c == "\t" else " " for c in line[:col])
     return f"{head}{line}\n{pad}^{'~' * max(diag.length - 1, 0)}\n"
@@ -166,6 +167,22 @@ def _compile_mlir_regex(text: str) -> re.Pattern:
     return re.compile("".join(parts))
 
 
+class _ChunkLocator:
+    """Locations of offsets in a chunk, counted in the whole file (without indexing it all)."""
+
+    def __init__(self, text: str, filename: str, start: int, end: int):
+        from .lexing import FastSource
+        self.base_line = text.count("\n", 0, start)
+        self.chunk_start = start
+        self.source = FastSource(text[start:end], filename)
+        self.first_line_col = start - (text.rfind("\n", 0, start) + 1)
+
+    def location(self, pos: int) -> Location:
+        loc = self.source.location(pos - self.chunk_start)
+        col = loc.col + (self.first_line_col if loc.line == 1 else 0)
+        return Location(loc.file, loc.line + self.base_line, col)
+
+
 @dataclass
 class ExpectedDiagnostics:
     """The ``expected-*`` designators of one buffer (a whole file or one split chunk)."""
@@ -177,7 +194,7 @@ class ExpectedDiagnostics:
     @classmethod
     def scan(cls, text: str, start: int, end: int, filename: str) -> "ExpectedDiagnostics":
         self = cls(filename)
-        source = Source(text, filename)
+        source = _ChunkLocator(text, filename, start, end)
         first_line = text.count("\n", 0, start)
         line_start = start
         chunk_lines = text[start:end].split("\n")

@@ -13,39 +13,42 @@ It follows ``mlir/lib/AsmParser/Parser.cpp`` (``OperationParser``/``TopLevelOper
   ``quant.qcast``/``dcast``/``scast``, ``module``; any op in the generic form. Ops of
   dialects quantir does not know stay opaque (``quantir.ir.unregistered``); unknown ops of a
   closed dialect (``quant``, ``func``) are caught by the verifier with MLIR's message;
-* trailing ``loc(...)`` are skipped; every op gets the location of its name token (where MLIR
-  points its diagnostics: ``q.mlir:2:8`` for ``  %0 = quant.qcast ...``).
+* trailing ``loc(...)`` are checked against MLIR's location grammar and dropped; every op gets
+  the location of its name token (where MLIR points its diagnostics: ``q.mlir:2:8`` for
+  ``  %0 = quant.qcast ...``), columns counted in bytes as MLIR does.
 
 Errors raise :class:`~quantir.errors.ParseError` at MLIR's position. Further diagnostics MLIR
 prints after the first one (notes such as ``previously defined here``) are kept as
 ``err.followups``: a list of ``(severity, Location, message)``.
 
-Not supported (a clear ParseError, not a crash): nested modules or top-level ops other than
-``func.func``, multi-block function bodies, regions and successors on other ops, properties
-on unregistered ops, dialect attributes, complex and string elements.
+Valid MLIR that quantir cannot hold is parsed through (so that a syntax error further down is
+reported first, as mlir-opt would) and then refused with a ParseError saying so: top-level ops
+other than ``func.func``/``module``, nested functions and modules, properties on unregistered
+ops, typed strings. Refused on the spot: multi-block function bodies, regions and successors
+on other ops, dialect attributes, nested symbol references, complex and string elements.
 """
 from __future__ import annotations
 
-import struct
+import re
 
-import numpy as np
-
-from ..errors import Location
+from ..errors import Location, ParseError
 from ..ir import opdef as _opdef
-from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DenseResourceAttr, DictAttr,
+from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DictAttr,
                              StringAttr, SymbolRefAttr, TypeAttr, UnitAttr)
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..ir.dialects import arith, func, quant
 from ..types import FunctionType, IntegerType, NoneType, Type
-from ..types.lexer import Lexer, Source, Tok, Token
+from ..types.lexer import Source, Tok, Token
 from ..types.parser import add_followup
-from .attr_parser import AttrParser
-from .numbers import element_dtype, storage_bytes
+from .lexing import FastLexer, FastSource
+from .resources import ResourceSectionParser
 
 __all__ = ["parse_module", "parse_source"]
 
 _QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
 _KNOWN_DIALECTS = {"builtin", "func", "arith", "quant"}  # dialects with custom syntax here
+_INT_TYPE = re.compile(r"(?:i|si|ui)[0-9]+\Z")  # MLIR lexes these as type tokens, not names
+_DEFAULT_DIALECT_OPS = {"func.return", "func.func", "builtin.module"}
 _FUNC_PROPS = ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs")
 
 
@@ -63,7 +66,7 @@ def parse_module(text: str, filename: str = "<input>", *, verify: bool = True) -
     >>> [op.name for op in m.main.ops]
     ['quant.qcast', 'func.return']
     """
-    return parse_source(Source(text, filename), verify=verify)
+    return parse_source(FastSource(text, filename), verify=verify)
 
 
 def parse_source(source: Source, *, verify: bool = True, start: int = 0, end: int | None = None) -> Module:
@@ -85,6 +88,11 @@ def parse_source(source: Source, *, verify: bool = True, start: int = 0, end: in
     return module
 
 
+def _located(module: Module, loc: Location) -> Module:
+    module.loc = loc  # type: ignore[attr-defined]  # where `module` was written, for diagnostics
+    return module
+
+
 class _ForwardRef(Value):
     """A placeholder for a value used before its definition."""
 
@@ -98,175 +106,62 @@ class _Scope:
         self.entries: dict[str, list[tuple[Value, int] | None]] = {}
 
 
-class _ModuleParser(AttrParser):
+class _ModuleParser(ResourceSectionParser):
     def __init__(self, source: Source, start: int = 0, end: int | None = None):
-        super().__init__(Lexer(source, start, end))
+        super().__init__(FastLexer(source, start, end))
         self.forward_refs: dict[int, tuple[_ForwardRef, int]] = {}
-        self.blobs: dict[str, tuple[Token, bytes]] = {}
+        self.unsupported: ParseError | None = None
 
     def loc(self, pos: int) -> Location:
         return self.source.location(pos)
 
     # -- top level ------------------------------------------------------------------------------
     def parse_top_level(self) -> Module:
-        functions: list[Function] = []
-        module: Module | None = None
-        first_pos: int | None = None
+        scope, sink = _Scope(), Block()  # ops quantir cannot hold at the top level land in `sink`
+        items: list[tuple[Module | Function, int]] = []
         while True:
             t = self.tok
             if t.kind is Tok.EOF:
                 break
             if t.kind is Tok.FILE_METADATA_BEGIN:
-                self._file_metadata()
+                self.parse_file_metadata()
                 continue
             if t.kind in (Tok.HASH_ID, Tok.BANG_ID):
                 self.parse_alias_definition()
                 continue
-            item = self._top_level_op()
-            if first_pos is None:
-                first_pos = t.pos
-            if isinstance(item, Module):
-                if module is not None or functions:
-                    raise self.error_at(t.pos, "quantir supports one 'module' per input, without "
-                                               "functions beside it")
-                module = item
-            else:
-                if module is not None:
-                    raise self.error_at(t.pos, "quantir supports one 'module' per input, without "
-                                               "functions beside it")
-                functions.append(item)
+            item = self._operation(scope, sink, "builtin")
+            if item is not None:
+                items.append((item, t.pos))
         self._finalize()
-        return module if module is not None else Module(functions)
+        if self.unsupported is not None:
+            raise self.unsupported
+        modules = [pos for item, pos in items if isinstance(item, Module)]
+        if modules and len(items) > 1:
+            raise self.error_at(items[1][1], "quantir supports one 'module' per input, without functions "
+                                             "beside it")
+        if modules:
+            return items[0][0]  # type: ignore[return-value]
+        return Module([item for item, _ in items])  # type: ignore[misc]
 
     def _finalize(self) -> None:
+        for name, pos in self.location_alias_uses:
+            if name not in self.attr_aliases:
+                raise self.error_at(pos, "operation location alias was never defined")
         if self.forward_refs:
             uses = sorted(pos for _, pos in self.forward_refs.values())
             err = self.error_at(uses[0], "use of undeclared SSA value name")
             for pos in uses[1:]:
                 add_followup(err, "error", self.loc(pos), "use of undeclared SSA value name")
             raise err
-        decoded: dict[tuple[str, Type], np.ndarray] = {}
-        for attr, pos in self.resource_uses:
-            if attr.key not in self.blobs:
-                continue
-            k = (attr.key, attr.type)
-            if k not in decoded:
-                decoded[k] = self._decode_blob(attr, pos)
-            object.__setattr__(attr, "array", decoded[k])  # filled in once, right after parsing
-
-    def _decode_blob(self, attr: DenseResourceAttr, pos: int) -> np.ndarray:
-        t = attr.type
-        width = storage_bytes(t.element_type)
-        if width is None or not t.has_static_shape:
-            raise self.error_at(pos, f"quantir cannot hold the blob of 'dense_resource' of type '{t}'")
-        _, data = self.blobs[attr.key]
-        n = t.num_elements
-        if len(data) != width * n:
-            raise self.error_at(pos, f"blob '{attr.key}' has {len(data)} bytes, but type '{t}' needs {width * n}")
-        dtype = element_dtype(t.element_type)
-        wire = np.dtype(np.uint8) if dtype == np.bool_ else dtype.newbyteorder("<")
-        array = np.frombuffer(data, dtype=wire)
-        array = array.astype(dtype) if array.dtype != dtype else array.copy()
-        return array.reshape(t.shape)
-
-    def _file_metadata(self) -> None:
-        self.consume()
-
-        def entry():
-            t = self.tok
-            if t.kind is not Tok.BARE_ID:
-                raise self.error_here("expected identifier key in file metadata dictionary")
-            self.consume()
-            self.parse_token(Tok.COLON, "expected ':'")
-            if t.text == "dialect_resources":
-                self._resource_dict(self._builtin_resources)
-            elif t.text == "external_resources":
-                self._resource_dict(lambda name, pos: self._skip_resource_entries())
-            else:
-                raise self.error_at(t.pos, f"unknown key '{t.text}' in file metadata dictionary")
-
-        self.comma_list_until(Tok.FILE_METADATA_END, "#-}", entry)
-
-    def _resource_dict(self, body) -> None:
-        self.parse_token(Tok.LBRACE, "expected '{'")
-
-        def entry():
-            t = self.tok
-            if t.kind is not Tok.BARE_ID:
-                raise self.error_here("expected identifier key for 'resource' entry")
-            self.consume()
-            self.parse_token(Tok.COLON, "expected ':'")
-            self.parse_token(Tok.LBRACE, "expected '{'")
-            body(t.text, t.pos)
-
-        self.comma_list_until(Tok.RBRACE, "}", entry)
-
-    def _builtin_resources(self, dialect: str, pos: int) -> None:
-        if dialect != "builtin":
-            raise self.error_at(pos, f"dialect '{dialect}' is unknown")
-
-        def entry():
-            key = self.keyword_or_string()
-            if key is None:
-                raise self.error_here("expected identifier key for 'resource' entry")
-            self.parse_token(Tok.COLON, "expected ':'")
-            v = self.consume()
-            s = v.text[1:-1] if v.kind is Tok.STRING else ""
-            hexdigits = s[2:]
-            if not (v.kind is Tok.STRING and s.startswith("0x") and len(hexdigits) % 2 == 0
-                    and all(c in "0123456789abcdefABCDEF" for c in hexdigits)):
-                raise self.error_at(v.pos, f"expected hex string blob for key '{key}'")
-            raw = bytes.fromhex(hexdigits)
-            if len(raw) < 4:
-                raise self.error_at(v.pos, f"expected hex string blob for key '{key}' to encode alignment "
-                                           "in first 4 bytes")
-            align = struct.unpack("<I", raw[:4])[0]
-            if align and align & (align - 1):
-                raise self.error_at(v.pos, f"expected hex string blob for key '{key}' to encode alignment "
-                                           f"in first 4 bytes, but got non-power-of-2 value: {align}")
-            self.blobs[key] = (v, raw[4:])
-
-        self.comma_list_until(Tok.RBRACE, "}", entry)
-
-    def _skip_resource_entries(self) -> None:
-        def entry():
-            if self.keyword_or_string() is None:
-                raise self.error_here("expected identifier key for 'resource' entry")
-            self.parse_token(Tok.COLON, "expected ':'")
-            self.consume()
-
-        self.comma_list_until(Tok.RBRACE, "}", entry)
-
-    def _top_level_op(self) -> Module | Function:
-        t = self.tok
-        if t.kind is Tok.PERCENT_ID:
-            raise self.error_at(t.pos, "quantir supports only 'func.func' and 'module' operations at the top level")
-        name = self._op_name_at_top()
-        if name == "builtin.module":
-            return self._module(t)
-        if name == "func.func":
-            return self._function(t)
-        raise self.error_at(t.pos, f"quantir supports only 'func.func' and 'module' operations at the top "
-                                   f"level, not '{name}'")
-
-    def _op_name_at_top(self) -> str:
-        t = self.tok
-        if t.kind is Tok.STRING:
-            return self.string_value(t)
-        if t.kind is Tok.BARE_ID:
-            name = t.text
-            if "." in name:
-                return name
-            if name == "module":
-                return "builtin.module"
-            if name == "return":
-                return "func.return"
-            raise self.error_here(f"custom op '{name}' is unknown (tried 'builtin.{name}' as well)")
-        raise self.wrong_token_error("expected operation name in quotes")
+        self.fill_resources()
 
     # -- module ---------------------------------------------------------------------------------
+    def _consume_name(self, start: Token) -> None:
+        if self.tok.pos == start.pos:  # not yet consumed by the caller
+            self.consume()
+
     def _module(self, start: Token) -> Module:
-        self.consume()
+        self._consume_name(start)
         if start.kind is Tok.STRING:
             return self._generic_module(start)
         name = self.symbol_name(self.consume()) if self.tok.kind is Tok.AT_ID else None
@@ -276,7 +171,7 @@ class _ModuleParser(AttrParser):
             attrs = self.parse_attr_dict()
         functions = self._module_body()
         self.skip_trailing_location()
-        return Module(functions, attrs, name)
+        return _located(Module(functions, attrs, name), self.loc(start.pos))
 
     def _module_body(self) -> list[Function]:
         self.parse_token(Tok.LBRACE, "expected '{' to begin a region")
@@ -284,17 +179,13 @@ class _ModuleParser(AttrParser):
         if self.tok.kind is Tok.CARET_ID:  # the generic printer's ``^bb0:`` of an empty module
             self.consume()
             self.parse_token(Tok.COLON, "expected ':' after block name")
+        scope, sink = _Scope(), Block()
         while not self.consume_if(Tok.RBRACE):
-            t = self.tok
-            if t.kind is Tok.CARET_ID:
+            if self.tok.kind is Tok.CARET_ID:
                 raise self.error_here("quantir supports modules with one block")
-            if t.kind is Tok.PERCENT_ID:
-                raise self.error_at(t.pos, "quantir supports only 'func.func' operations in a module")
-            name = self._op_name_at_top()
-            if name != "func.func":
-                raise self.error_at(t.pos, f"quantir supports only 'func.func' operations in a module, "
-                                           f"not '{name}'")
-            functions.append(self._function(t))
+            item = self._operation(scope, sink, "module")
+            if item is not None:
+                functions.append(item)  # type: ignore[arg-type]
         return functions
 
     def _generic_module(self, start: Token) -> Module:
@@ -315,7 +206,7 @@ class _ModuleParser(AttrParser):
             raise self.error_at(start.pos, "'builtin.module' op attribute 'sym_name' failed to satisfy "
                                            "constraint: string attribute")
         self.skip_trailing_location()
-        return Module(functions, attrs, name.value if name is not None else None)
+        return _located(Module(functions, attrs, name.value if name is not None else None), self.loc(start.pos))
 
     def _generic_header_without_operands(self) -> dict[str, Attribute]:
         self.parse_token(Tok.LPAREN, "expected '(' to start operand list")
@@ -338,8 +229,8 @@ class _ModuleParser(AttrParser):
             raise self.error_at(pos, f"expected '() -> ()', got '{t}'")
 
     # -- functions ------------------------------------------------------------------------------
-    def _function(self, start: Token) -> Function:
-        self.consume()
+    def _function(self, start: Token, outer: _Scope | None = None) -> Function:
+        self._consume_name(start)
         if start.kind is Tok.STRING:
             return self._generic_function(start)
         loc = self.loc(start.pos)
@@ -347,7 +238,7 @@ class _ModuleParser(AttrParser):
         if self.tok.kind is Tok.BARE_ID and self.tok.text in ("private", "public", "nested"):
             visibility = self.consume().text
         if self.tok.kind is not Tok.AT_ID:
-            raise self.error_here("custom op 'func.func' expected valid '@'-identifier for symbol name")
+            raise self.error_at(self.tok.pos, "custom op 'func.func' expected valid '@'-identifier for symbol name")  # getCurrentLocation()
         name = self.symbol_name(self.consume())
         args = self._function_arguments()
         results, res_attrs = self._function_results() if self.consume_if(Tok.ARROW) else ((), [])
@@ -366,7 +257,7 @@ class _ModuleParser(AttrParser):
         if self.tok.kind is Tok.LBRACE:
             body_pos = self.tok.pos
             named = [(n, npos, t) for n, t, _, npos in args if n is not None]
-            fn.body = self._region(named if named else None, fn)
+            fn.body = self._region(named if named else None, fn, outer)
             if fn.body is None:
                 raise self.error_at(body_pos, "custom op 'func.func' expected non-empty function body")
         self.skip_trailing_location()
@@ -381,8 +272,6 @@ class _ModuleParser(AttrParser):
 
         def argument():
             t = self.tok
-            if t.kind is Tok.ELLIPSIS:
-                raise self.error_here("custom op 'func.func' variadic arguments are not supported by 'func.func'")
             if t.kind is Tok.PERCENT_ID:
                 if args and args[-1][0] is None:
                     raise self.error_at(t.pos, "custom op 'func.func' expected type instead of SSA identifier")
@@ -431,7 +320,7 @@ class _ModuleParser(AttrParser):
         props = self._generic_header_without_operands()
         self.parse_token(Tok.LPAREN, "expected '(' to start region list")
         fn = Function("", FunctionType((), ()), loc=self.loc(start.pos))
-        fn.body = self._region(None, fn)
+        fn.body = self._region(None, fn, default_dialect="builtin")  # generic ops set no default
         self.parse_token(Tok.RPAREN, "expected ')' to end region list")
         attrs = self.parse_optional_attr_dict()
         self._unit_function_type()
@@ -463,7 +352,8 @@ class _ModuleParser(AttrParser):
         return [dict(d.value) for d in attr.value]  # type: ignore[union-attr]
 
     # -- regions and blocks ---------------------------------------------------------------------
-    def _region(self, named_args: list[tuple[str, int, Type]] | None, fn: Function) -> Block | None:
+    def _region(self, named_args: list[tuple[str, int, Type]] | None, fn: Function,
+                outer: _Scope | None = None, default_dialect: str = "func") -> Block | None:
         """A function body: ``{`` ops ``}`` with one block. None for an empty region."""
         self.parse_token(Tok.LBRACE, "expected '{' to begin a region")
         if named_args is None and self.consume_if(Tok.RBRACE):
@@ -474,7 +364,8 @@ class _ModuleParser(AttrParser):
             if self.tok.kind is Tok.CARET_ID:
                 raise self.error_here("invalid block name in region with named arguments")
             for name, pos, t in named_args:
-                entries = scope.entries.get(name)
+                # no shadowing: a nested function's arguments may not reuse visible names
+                entries = scope.entries.get(name) or (outer.entries.get(name) if outer is not None else None)
                 if entries and entries[0] is not None:
                     err = self.error_at(pos, f"region entry argument '{name}' is already in use")
                     raise self.note(err, entries[0][1], "previously referenced here")
@@ -492,7 +383,7 @@ class _ModuleParser(AttrParser):
                 block_arg()
                 while self.consume_if(Tok.COMMA):
                     block_arg()
-                self.parse_token(Tok.RPAREN, "expected ')' to end argument list")
+                self.parse_token(Tok.RPAREN, "expected ')'")
             self.parse_token(Tok.COLON, "expected ':' after block name")
         while True:
             t = self.tok
@@ -501,13 +392,18 @@ class _ModuleParser(AttrParser):
                 break
             if t.kind is Tok.CARET_ID:
                 raise self.error_here("quantir supports function bodies of one block")
-            self._operation(scope, block)
+            self._operation(scope, block, "func", default_dialect)
         if named_args is not None and not block.ops and not block.arguments:
             return None
         return block
 
     # -- operations -----------------------------------------------------------------------------
-    def _operation(self, scope: _Scope, block: Block) -> None:
+    def _operation(self, scope: _Scope, block: Block, context: str = "func",
+                   default_dialect: str | None = None) -> Module | Function | None:
+        """One op. ``context`` is where it sits: ``func`` (a function body), ``module`` (a module
+        body) or ``builtin`` (the top level). ``func.func`` and ``module`` are returned; other
+        ops are appended to ``block``. Outside functions those can only be parsed, not kept:
+        the first one becomes an error reported once the whole input has parsed."""
         start = self.tok
         results: list[tuple[str, int, int]] = []  # (name, count, pos)
         if start.kind is Tok.PERCENT_ID:
@@ -530,12 +426,29 @@ class _ModuleParser(AttrParser):
                 result()
             self.parse_token(Tok.EQUAL, "expected '=' after SSA name")
         name_tok = self.tok
-        if name_tok.kind is Tok.BARE_ID:
-            op = self._custom_operation(scope, results)
+        if name_tok.kind is Tok.BARE_ID and not _INT_TYPE.match(name_tok.text):  # `i32` is no op name
+            self.consume()  # MLIR consumes the name (lexing the next token) before looking it up
+            name = self._custom_name(name_tok, default_dialect or ("func" if context == "func" else "builtin"))
         elif name_tok.kind is Tok.STRING:
-            op = self._generic_operation(scope)
+            name = self.string_value(name_tok)
         else:
             raise self.wrong_token_error("expected operation name in quotes")
+        if name in ("func.func", "builtin.module"):
+            if name == "func.func":
+                item = self._function(name_tok, outer=scope if context == "func" else None)
+            else:
+                item = self._module(name_tok)
+            if results:
+                raise self.error_at(start.pos, "cannot name an operation with no results")
+            if context == "func" or (context == "module" and name == "builtin.module"):
+                # parsed in full, as MLIR does; quantir has no place for it
+                self.defer(name_tok.pos, f"quantir does not support nested '{name}' operations")
+                return None
+            return item
+        if name_tok.kind is Tok.BARE_ID:
+            op = self._custom_operation(name, name_tok, scope)
+        else:
+            op = self._generic_operation(scope)
         self.skip_trailing_location()
         if results:
             expected = sum(c for _, c, _ in results)
@@ -545,20 +458,31 @@ class _ModuleParser(AttrParser):
                 raise self.error_at(start.pos, f"operation defines {len(op.results)} results but was "
                                                f"provided {expected} to bind")
             i = 0
-            for name, count, pos in results:
+            for rname, count, pos in results:
                 for sub in range(count):
-                    self._define(scope, name, sub, pos, op.results[i])
+                    self._define(scope, rname, sub, pos, op.results[i])
                     i += 1
         block.append(op)
+        if context != "func":
+            where = "at the top level" if context == "builtin" else "in a module"
+            self.defer(name_tok.pos, f"quantir supports only 'func.func' and 'module' operations {where}, "
+                                     f"not '{op.name}'")
+        return None
 
-    def _custom_operation(self, scope: _Scope, results) -> Operation:
-        t = self.consume()
+    def _custom_name(self, t: Token, default_dialect: str) -> str:
+        """The op a custom-form name stands for: a name without a dialect is looked up in the
+        default dialect (``func`` in a function body, ``builtin`` outside)."""
         name = t.text
-        if "." not in name:
-            if name == "return":
-                name = "func.return"
-            else:
-                raise self.error_at(t.pos, f"custom op '{name}' is unknown (tried 'func.{name}' as well)")
+        dialect, dot, rest = name.partition(".")
+        if dot and rest:
+            return name
+        if f"{default_dialect}.{name}" in _DEFAULT_DIALECT_OPS:
+            return f"{default_dialect}.{name}"
+        if dot:  # `func.`: MLIR tries the default dialect too
+            raise self.error_at(t.pos, f"custom op '{name}' is unknown (tried '{default_dialect}.{name}' as well)")
+        raise self.error_at(t.pos, f"custom op '{name}' is unknown (tried '{default_dialect}.{name}' as well)")
+
+    def _custom_operation(self, name: str, t: Token, scope: _Scope) -> Operation:
         dialect = name.split(".", 1)[0]
         loc = self.loc(t.pos)
         if name in _QUANT_CASTS:
@@ -567,8 +491,6 @@ class _ModuleParser(AttrParser):
             return self._return(scope, loc)
         if name == "arith.constant":
             return self._constant(loc)
-        if name in ("func.func", "builtin.module"):
-            raise self.error_at(t.pos, f"quantir does not support nested '{name}' operations")
         if dialect in _KNOWN_DIALECTS:
             raise self.error_at(t.pos, f"custom op '{name}' is unknown")
         err = self.error_at(t.pos, f"Dialect `{dialect}' not found for custom op '{name}' ")
@@ -595,7 +517,7 @@ class _ModuleParser(AttrParser):
         self.parse_token(Tok.COLON, "expected ':'")
         in_type = self.parse_type()
         if not (self.tok.kind is Tok.BARE_ID and self.tok.text == "to"):
-            raise self.error_here(f"custom op '{opdef.name}' expected 'to'")
+            raise self.error_at(self.tok.pos, f"custom op '{opdef.name}' expected 'to'")  # getCurrentLocation()
         self.consume()
         out_type = self.parse_type()
         operand = self._resolve(scope, use, in_type)
@@ -640,8 +562,6 @@ class _ModuleParser(AttrParser):
             raise self.error_at(t.pos, "empty operation name is invalid")
         if "\0" in name:
             raise self.error_at(t.pos, "null character not allowed in operation name")
-        if name in ("func.func", "builtin.module"):
-            raise self.error_at(t.pos, f"quantir does not support nested '{name}' operations")
         opdef = _opdef.lookup(name) or _opdef.unregistered(name)
         self.parse_token(Tok.LPAREN, "expected '(' to start operand list")
         uses = []
@@ -659,8 +579,9 @@ class _ModuleParser(AttrParser):
             if not isinstance(p, DictAttr):
                 raise self.error_at(t.pos, f"quantir supports only a dictionary as properties of '{name}'")
             if not opdef.registered:
-                raise self.error_at(t.pos, f"quantir does not support properties on unregistered operation '{name}'")
-            props = dict(p.value)
+                self.defer(t.pos, f"quantir does not support properties on unregistered operation '{name}'")
+            else:
+                props = dict(p.value)
         if self.tok.kind is Tok.LPAREN:
             raise self.error_here("quantir does not support regions on this operation")
         attrs = self.parse_optional_attr_dict()

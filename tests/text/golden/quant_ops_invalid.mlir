@@ -255,3 +255,10 @@ func.func @vector_of_quant(%arg0: vector<4xf32>) {
   %0 = quant.qcast %arg0 : vector<4xf32> to vector<4x!quant.uniform<i8:f32, 1.0>>
   return
 }
+
+// -----
+
+// expected-error @+1 {{invalid memref element type}}
+func.func @memref_of_quant(%arg0: memref<4x!quant.uniform<i8:f32, 1.0>>) {
+  return
+}

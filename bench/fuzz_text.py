@@ -1,0 +1,217 @@
+"""Fuzz ``quantir.text.parse_module``: nothing may escape but ParseError and VerifyError.
+
+Inputs are mutations of the golden files' chunks (character edits, token deletions,
+duplications, swaps and replacements, splices of two chunks) and runs of random MLIR tokens.
+Every input that parses is also printed, re-parsed and re-printed: the second print must equal
+the first (the printer's output is a fixed point of print . parse).
+
+    PYTHONPATH=src python bench/fuzz_text.py -n 100000          # writes bench/results/fuzz_text.json
+
+Exit status 1 when any input raised another exception or broke the round trip.
+
+``--differential N`` also runs N mutated chunks through ``quantir opt`` and ``iree-opt
+--allow-unregistered-dialect`` (one ``--split-input-file`` run each) and reports how often
+both give the same first diagnostic (message and position) or the same printed output, with
+the kinds of disagreement (mostly constructs quantir declines, such as regions on arbitrary
+ops). It is informative, not a pass/fail criterion.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import json
+import random
+import re
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from quantir.errors import ParseError, VerifyError  # noqa: E402
+from quantir.text import parse_module, print_module  # noqa: E402
+
+GOLDEN = ROOT / "tests" / "text" / "golden"
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[%@#!^][\w$.\-]+|\d+\.\d*(?:[eE][+-]?\d+)?|0x[0-9a-fA-F]+|\d+|'
+                    r"[A-Za-z_][\w$.]*|->|\{-#|#-\}|\.\.\.|\S")
+_POOL = ["%0", "%arg0", "%1#1", "@f", "@\"q\"", "#a", "!t", "^bb0", "func.func", "module", "return",
+         "quant.qcast", "quant.dcast", "quant.scast", "arith.constant", '"test.op"', '"quant.stats"',
+         "dense", "dense_resource", "array", "unit", "true", "false", "loc", "attributes", "private",
+         "to", "tensor", "<", ">", "(", ")", "{", "}", "[", "]", ":", ",", "=", "->", "?", "x", "*",
+         "-", "+", "...", "{-#", "#-}", "f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64", "ui8",
+         "si8", "index", "none", "4x", "2x3xf32", "1", "0", "-1", "255", "0x7FC00000", "1.5", "1.0e39",
+         "1e3", '"0x0100"', '"s\\n"', '"\\q"', "!quant.uniform<i8:f32, 0.5>", "!quant.uniform<i8:f32:0, {1.0,2.0}>",
+         "!quant.uniform<i8:f32:{0:1}, {{1.0}}>", "!quant.any<i8>", "dialect_resources", "builtin",
+         "//", "\n", " ", "// -----", "%", "@", "#", "!", '"', "\\"]
+_CHARS = "%@#!^(){}[]<>:,=-+*?.x0123456789abcdefi\"\\ \n\tu_"
+
+
+def seeds() -> list[str]:
+    out = []
+    for path in sorted(GOLDEN.glob("*.mlir")):
+        out.extend(chunk for chunk in path.read_text().split("// -----") if chunk.strip())
+    return out
+
+
+def mutate(text: str, rng: random.Random, corpus: list[str]) -> str:
+    for _ in range(rng.choice((1, 1, 1, 2, 3, 5))):
+        kind = rng.randrange(8)
+        if kind < 3:  # character edits
+            if not text:
+                text = rng.choice(_CHARS)
+                continue
+            i = rng.randrange(len(text))
+            op = rng.randrange(3)
+            if op == 0:
+                text = text[:i] + text[i + 1:]
+            elif op == 1:
+                text = text[:i] + rng.choice(_CHARS) + text[i:]
+            else:
+                text = text[:i] + rng.choice(_CHARS) + text[i + 1:]
+            continue
+        tokens = [m for m in _TOKEN.finditer(text)]
+        if not tokens:
+            text += rng.choice(_POOL)
+            continue
+        t = rng.choice(tokens)
+        if kind == 3:  # delete a token
+            text = text[:t.start()] + text[t.end():]
+        elif kind == 4:  # duplicate a token
+            text = text[:t.end()] + " " + t.group(0) + text[t.end():]
+        elif kind == 5:  # replace a token
+            text = text[:t.start()] + rng.choice(_POOL) + text[t.end():]
+        elif kind == 6:  # swap two tokens
+            u = rng.choice(tokens)
+            a, b = sorted((t, u), key=lambda m: m.start())
+            if a.end() <= b.start():
+                text = text[:a.start()] + b.group(0) + text[a.end():b.start()] + a.group(0) + text[b.end():]
+        else:  # splice with another seed
+            other = rng.choice(corpus)
+            j = rng.randrange(len(other) + 1)
+            text = text[:t.start()] + other[j:j + rng.randrange(1, 200)] + text[t.end():]
+    return text
+
+
+def random_tokens(rng: random.Random) -> str:
+    return " ".join(rng.choice(_POOL) for _ in range(rng.randrange(1, 40)))
+
+
+def run(n: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    corpus = seeds()
+    counts = {"inputs": 0, "parse_error": 0, "verify_error": 0, "parsed": 0, "round_trips": 0}
+    failures: list[dict] = []
+    start = time.perf_counter()
+    for i in range(n):
+        text = random_tokens(rng) if i % 10 == 9 else mutate(rng.choice(corpus), rng, corpus)
+        counts["inputs"] += 1
+        try:
+            module = parse_module(text, "fuzz.mlir")
+        except ParseError:
+            counts["parse_error"] += 1
+            continue
+        except VerifyError:
+            counts["verify_error"] += 1
+            continue
+        except Exception as e:  # a bug: record it
+            failures.append({"input": text, "error": f"{type(e).__name__}: {e}",
+                             "traceback": traceback.format_exc(limit=8)})
+            continue
+        counts["parsed"] += 1
+        try:
+            first = print_module(module, large_elements="inline")
+            second = print_module(parse_module(first, "printed.mlir", verify=False), large_elements="inline")
+            if first != second:
+                failures.append({"input": text, "error": "print(parse(print(m))) != print(m)",
+                                 "first": first, "second": second})
+            else:
+                counts["round_trips"] += 1
+        except Exception as e:
+            failures.append({"input": text, "error": f"round trip: {type(e).__name__}: {e}",
+                             "traceback": traceback.format_exc(limit=8)})
+    elapsed = time.perf_counter() - start
+    return {"seed": seed, "seeds": len(corpus), **counts, "failures": len(failures),
+            "elapsed_s": round(elapsed, 2), "inputs_per_s": round(counts["inputs"] / elapsed, 1),
+            "failure_examples": failures[:20]}
+
+
+_DIAG = re.compile(r"^<stdin>:(\d+):(\d+): error: (.*)$")
+
+
+def differential(n: int, seed: int) -> dict:
+    """Compare quantir opt and iree-opt on mutated chunks (see the module docstring)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from oracle_tools import iree_opt_path
+    from quantir.cli.opt import process
+
+    exe = iree_opt_path()
+    if exe is None:
+        return {"skipped": "iree-opt not installed"}
+    rng = random.Random(seed)
+    legacy = ("quant.stats", "const_fake_quant", "coupled_ref")  # upstream MLIR removed them
+    corpus = [c for c in seeds() if not any(k in c for k in legacy)]
+    chunks: list[str] = []
+    while len(chunks) < n:
+        t = mutate(rng.choice(corpus), rng, corpus)
+        if "// -----" not in t and "expected-" not in t and not any(k in t for k in legacy):
+            chunks.append(t)
+    text = "\n// -----\n".join(chunks)
+    opts = argparse.Namespace(split_input_file=True, verify_diagnostics=False, canonicalize=False,
+                              mlir_print_op_generic=False, mlir_elide_elementsattrs_if_larger=None)
+    start = time.perf_counter()
+    q_out, q_err, _ = process(text, "<stdin>", opts)
+    proc = subprocess.run([exe, "--allow-unregistered-dialect", "--split-input-file"], input=text,
+                          capture_output=True, text=True, timeout=600)
+    starts = [1]
+    for c in chunks[:-1]:
+        starts.append(starts[-1] + c.count("\n") + 2)
+
+    def first_errors(stderr: str) -> dict[int, tuple]:
+        out: dict[int, tuple] = {}
+        for line in stderr.splitlines():
+            m = _DIAG.match(line)
+            if m:
+                out.setdefault(bisect.bisect_right(starts, int(m[1])) - 1, (int(m[1]), int(m[2]), m[3]))
+        return out
+
+    qe, ie = first_errors(q_err), first_errors(proc.stderr)
+    qo, io_ = q_out.split("// -----\n"), proc.stdout.split("// -----\n")
+    agree, kinds = 0, collections.Counter()
+    for i in range(n):
+        a, b = qe.get(i), ie.get(i)
+        same = a == b and (a is not None or (i < len(qo) and i < len(io_) and qo[i] == io_[i]))
+        if same:
+            agree += 1
+        else:
+            kinds[f"{a[2][:70] if a else 'accepted'} | {b[2][:70] if b else 'accepted'}"] += 1
+    return {"chunks": n, "agree": agree, "agree_fraction": round(agree / n, 4),
+            "elapsed_s": round(time.perf_counter() - start, 2),
+            "disagreements (quantir | iree-opt)": dict(kinds.most_common(25))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=100_000, help="number of inputs (default 100000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fuzz_text.json")
+    ap.add_argument("--differential", type=int, default=0, metavar="N",
+                    help="also compare N mutated chunks with iree-opt (default 0: off)")
+    args = ap.parse_args(argv)
+    report = run(args.n, args.seed)
+    if args.differential:
+        report["differential"] = differential(args.differential, args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    summary = {k: v for k, v in report.items() if k != "failure_examples"}
+    print(json.dumps(summary, indent=1))
+    for f in report["failure_examples"][:5]:
+        print("---", f["error"], "\n", f["input"][:500], "\n", f.get("traceback", ""), file=sys.stderr)
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
