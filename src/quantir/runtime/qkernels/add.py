@@ -62,9 +62,9 @@ def quantize_smaller_than_one(m: float, op: str, what: str) -> tuple[int, int]:
     return quantize_multiplier_smaller_than_one_exp(m)
 
 
-def prepare_add(input1_scale: float, input2_scale: float, output_scale: float, output_zero_point: int,
-                activation: Activation = "none") -> AddParams:
-    op = "add"
+def prepare_add_sub(op: str, input1_scale: float, input2_scale: float, output_scale: float,
+                    output_zero_point: int, activation: Activation = "none") -> AddParams:
+    """ADD's and SUB's Prepare (they share it in LiteRT); ``op`` names the op in errors."""
     zp = check_zero_point(output_zero_point, op, "output zero point")
     m1, m2, mo = add_sub_multipliers(input1_scale, input2_scale, output_scale, LEFT_SHIFT)
     q1 = quantize_smaller_than_one(m1, op, "input1")
@@ -74,17 +74,22 @@ def prepare_add(input1_scale: float, input2_scale: float, output_scale: float, o
     return AddParams(*q1, *q2, *qo, zp, lo, hi)
 
 
+def prepare_add(input1_scale: float, input2_scale: float, output_scale: float, output_zero_point: int,
+                activation: Activation = "none") -> AddParams:
+    return prepare_add_sub("add", input1_scale, input2_scale, output_scale, output_zero_point, activation)
+
+
 def rescale_input(q: np.ndarray, zero_point: int, multiplier: int, shift: int) -> np.ndarray:
     """``MBQM<1((q - zp)·2**20, M, shift)`` as int64."""
     shifted = (q.astype(np.int64) - zero_point) << LEFT_SHIFT
     return multiply_by_quantized_multiplier_smaller_than_one_exp(shifted, multiplier, shift)
 
 
-def add(a: np.ndarray, b: np.ndarray, *, input1_zero_point: int, input2_zero_point: int, output_zero_point: int,
-        input1_multiplier: int, input1_shift: int, input2_multiplier: int, input2_shift: int,
-        output_multiplier: int, output_shift: int, act_min: int = -128, act_max: int = 127) -> np.ndarray:
-    """Int8 element-wise addition with broadcasting; returns int8."""
-    op = "add"
+def add_sub(op: str, sign: int, a: np.ndarray, b: np.ndarray, *, input1_zero_point: int, input2_zero_point: int,
+            output_zero_point: int, input1_multiplier: int, input1_shift: int, input2_multiplier: int,
+            input2_shift: int, output_multiplier: int, output_shift: int, act_min: int = -128,
+            act_max: int = 127) -> np.ndarray:
+    """``a + sign·b`` with LiteRT's ADD/SUB integer arithmetic and broadcasting; returns int8."""
     a, b = check_quantized(a, op, "input1"), check_quantized(b, op, "input2")
     zp1 = check_zero_point(input1_zero_point, op, "input1 zero point")
     zp2 = check_zero_point(input2_zero_point, op, "input2 zero point")
@@ -93,6 +98,11 @@ def add(a: np.ndarray, b: np.ndarray, *, input1_zero_point: int, input2_zero_poi
     # A function of the two int8 inputs: evaluate it on all 256 x 256 pairs, then gather.
     a1 = rescale_input(INT8_VALUES, zp1, input1_multiplier, input1_shift)
     b1 = rescale_input(INT8_VALUES, zp2, input2_multiplier, input2_shift)
-    raw = multiply_by_quantized_multiplier_smaller_than_one_exp(a1[:, None] + b1[None, :], output_multiplier,
+    raw = multiply_by_quantized_multiplier_smaller_than_one_exp(a1[:, None] + sign * b1[None, :], output_multiplier,
                                                                 output_shift)
     return pair_table_lookup(a, b, saturate(raw + zp_out, lo, hi).astype(np.int8))
+
+
+def add(a: np.ndarray, b: np.ndarray, **params) -> np.ndarray:
+    """Int8 element-wise addition with broadcasting; ``params`` as ``AddParams.as_kwargs()`` plus zero points."""
+    return add_sub("add", 1, a, b, **params)
