@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import QuantirError
 from .ir import Function, Module, Value
-from .ir.dialects import qnn, quant
+from .ir.dialects import quant
 from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
 from .quantize.config import Config
@@ -45,8 +45,7 @@ def load(path: str | os.PathLike | Any) -> Module:
         from .text import parse_module
         return parse_module(p.read_text(), str(p))
     if p.suffix == ".tflite":
-        from .frontends.tflite import load_tflite  # type: ignore[import-not-found]
-        return load_tflite(p)
+        raise QuantirError(f"{p}: reading .tflite models is not implemented yet (issue 5)")
     from .frontends.onnx import load_onnx
     return load_onnx(p)
 
@@ -134,7 +133,7 @@ class Result:
 
     # -- output ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, *, format: str | None = None) -> Path:
-        """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .tflite).
+        """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .json).
         ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator"."""
         from .fileio import atomic_write
         p = Path(path)
@@ -145,8 +144,7 @@ class Result:
             from .backends.onnx import save_quantized  # type: ignore[attr-defined]
             save_quantized(self.module, p, format=format or "qdq")
         elif p.suffix == ".tflite":
-            from .backends.tflite import save_tflite  # type: ignore[attr-defined]
-            save_tflite(self.module, p)
+            raise QuantirError(f"{p}: writing whole models as .tflite is not implemented yet (issue 5)")
         elif p.suffix == ".json":
             atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
         else:

@@ -14,7 +14,6 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import CalibrationError
 from ..ir import Function, Value
 from ..ir.dialects import arith
 from ..types import FloatType, TensorType
@@ -146,15 +145,13 @@ class CalibrationInfo:
     """What a callback may look at for one region: its observers and real samples.
 
     ``float_inputs()``/``float_output()`` run the fp32 function on the kept calibration
-    samples; ``quantized_output(rmin, rmax)`` (set by the quantizer once the integer graph
-    exists) runs the region's integer op on the same samples with a candidate output range.
+    samples. (The RFC's quantized counterparts are not implemented yet.)
     """
 
     region: Region
     statistics: Statistics
     config: Config
     _fn: Function
-    quantized_output: Callable[[float, float], np.ndarray] | None = None
 
     def _run(self, values: Sequence[Value]) -> list[np.ndarray]:
         engine = self.statistics.make_engine(self._fn, [v.name_hint for v in values], "interpreter")
@@ -178,9 +175,3 @@ class CalibrationCallback(Protocol):
 def default_callback(info: CalibrationInfo) -> Range:
     """The configured method (minmax, percentile, entropy, mse) on the region's output."""
     return info.output_range()
-
-
-def check_ranges(statistics: Statistics) -> None:
-    for v, obs in statistics.observers.items():
-        if obs[0].num_values == 0:
-            raise CalibrationError(f"no calibration data reached tensor '{v.name_hint}'")

@@ -1,7 +1,7 @@
 """Options of a quantization run: one explicit object, passed from the CLI down. No globals."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from .methods import MethodOptions, options_for

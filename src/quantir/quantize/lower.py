@@ -40,11 +40,6 @@ def act_type(params: ActParams, like: Type) -> TensorType:
     return TensorType(like.shape, q)
 
 
-def _type_params(t: Type) -> tuple[float, int] | None:
-    q = t.element_type if isinstance(t, TensorType) else None
-    return (q.scale, q.zero_point) if isinstance(q, UniformQuantizedType) else None
-
-
 class Lowerer:
     def __init__(self, fn: Function, annotation: Annotation, params: dict[Value, ActParams], config: Config):
         self.src = fn

@@ -97,7 +97,6 @@ def _clip_fusable(m: Match) -> str | None:
 
 
 def _check_conv(m: Match) -> str | None:
-    conv = m.ops["op"]
     w = m.consts["w"]
     if w.ndim != 4:
         return f"only 2-D convolutions are quantized ({w.ndim - 2}-D found)"
@@ -230,7 +229,6 @@ PATTERNS: tuple[QuantizerPattern, ...] = (
     QuantizerPattern("squeeze", "SQUEEZE", Pat.alt(_unary(nn.SQUEEZE), _unary(nn.UNSQUEEZE))),
 )
 
-BY_NAME = {p.name: p for p in PATTERNS}
 
 
 def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:

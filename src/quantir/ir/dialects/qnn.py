@@ -14,14 +14,14 @@ type rule on the operands with their element types made float and compares shape
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from ...errors import QuantirError
 from ...numerics import (conv_multiplier, fully_connected_per_tensor_multiplier, quantize_multipliers,
                          requantize_multiplier)
-from ...types import (FloatType, IntegerType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
+from ...types import (FloatType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
                       UniformQuantizedType)
 from ..core import Operation
 from ..opdef import AttrKind, AttrSpec, OpDef, Operand, Result, Trait, TypeConstraint, register

@@ -221,7 +221,7 @@ def _verify_stats(op: Operation) -> str | None:
         if arg.is_ranked and all(d is not None for d in arg.shape[axis:]):
             n = math.prod(arg.shape[axis:])
             if stats.type.shape != (n, 2):
-                return f"axisStats must have shape [N,2] where N = the slice size defined by the axis dim"
+                return "axisStats must have shape [N,2] where N = the slice size defined by the axis dim"
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...ir import Operation
-from ...ir.dialects import nn, qnn, quant
+from ...ir.dialects import qnn, quant
 from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
 from .. import qkernels as qk
 
