@@ -56,7 +56,11 @@ class Quantization:
 
 @dataclass(frozen=True)
 class Tensor:
-    """``Tensor``: ``buffer`` indexes ``Model.buffers``; 0 is the empty sentinel (no data)."""
+    """``Tensor``: ``buffer`` indexes ``Model.buffers``; 0 is the empty sentinel (no data).
+
+    ``shape_signature`` repeats ``shape`` with -1 for dynamic dims (a batch of any size);
+    empty when every dim is static.
+    """
 
     name: str
     shape: tuple[int, ...]
@@ -64,9 +68,14 @@ class Tensor:
     buffer: int = 0
     quantization: Quantization | None = None
     is_variable: bool = False
+    shape_signature: tuple[int, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape_signature", tuple(int(d) for d in self.shape_signature))
+        if self.shape_signature and len(self.shape_signature) != len(self.shape):
+            raise ValueError(f"tensor {self.name!r}: shape_signature {self.shape_signature} does not match "
+                             f"the rank of shape {self.shape}")
         object.__setattr__(self, "type", TensorType(self.type))
 
     @property

@@ -204,7 +204,10 @@ def _read_tensor(buf: _Buffer, t: _Table, what: str) -> Tensor:
     name = t.string(TensorField.NAME, "name") or ""
     quant = _read_quantization(buf, t.table(TensorField.QUANTIZATION, "quantization"), f"{what} ({name!r})")
     is_variable = bool(t.scalar(TensorField.IS_VARIABLE, "<?", False, "is_variable"))
-    return Tensor(name, shape, ttype, int(buffer), quant, is_variable)
+    signature = tuple(int(d) for d in t.array(TensorField.SHAPE_SIGNATURE, "<i4", "shape_signature"))
+    if signature and len(signature) != len(shape):
+        raise ModelFormatError(f"{what} ({name!r}): shape_signature {signature} does not match shape {shape}")
+    return Tensor(name, shape, ttype, int(buffer), quant, is_variable, signature)
 
 
 def _read_operator(buf: _Buffer, t: _Table, what: str) -> Operator:

@@ -131,6 +131,7 @@ def _write_quantization(b: flatbuffers.Builder, q: Quantization) -> int:
 
 def _write_tensor(b: flatbuffers.Builder, t: Tensor) -> int:
     shape = _int_vector(b, t.shape)
+    signature = _int_vector(b, t.shape_signature) if t.shape_signature else None
     name = b.CreateString(t.name)
     quant = _write_quantization(b, t.quantization) if t.quantization is not None else None
     b.StartObject(TABLE_SLOTS["Tensor"])
@@ -141,6 +142,8 @@ def _write_tensor(b: flatbuffers.Builder, t: Tensor) -> int:
     if quant is not None:
         b.PrependUOffsetTRelativeSlot(TensorField.QUANTIZATION, quant, 0)
     b.PrependBoolSlot(TensorField.IS_VARIABLE, bool(t.is_variable), False)
+    if signature is not None:
+        b.PrependUOffsetTRelativeSlot(TensorField.SHAPE_SIGNATURE, signature, 0)
     return b.EndObject()
 
 
@@ -309,10 +312,11 @@ class ModelBuilder:
         return len(self.buffers) - 1
 
     def add_tensor(self, name: str, shape: Sequence[int], dtype, quantization: Quantization | None = None,
-                   *, buffer: int = 0, is_variable: bool = False) -> int:
+                   *, buffer: int = 0, is_variable: bool = False, shape_signature: Sequence[int] = ()) -> int:
         """Add a tensor; ``dtype`` is a numpy dtype or a :class:`~.schema.TensorType`."""
         ttype = dtype if isinstance(dtype, TensorType) else tensor_type_of(dtype)
-        self.tensors.append(Tensor(name, tuple(shape), ttype, buffer, quantization, is_variable))
+        self.tensors.append(Tensor(name, tuple(shape), ttype, buffer, quantization, is_variable,
+                                   tuple(shape_signature)))
         return len(self.tensors) - 1
 
     def add_constant(self, name: str, data: np.ndarray, quantization: Quantization | None = None) -> int:
