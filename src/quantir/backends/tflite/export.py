@@ -1,0 +1,540 @@
+"""quantir's integer module -> a .tflite model that LiteRT runs with the very same integers.
+
+The IR keeps ONNX's NCHW layout; TFLite's builtin ops want NHWC activations. Every IR value
+may exist in TFLite in two *forms*: ``ASIS`` (the IR array itself) and ``NHWC`` (a 4-D value
+transposed by ``(0, 2, 3, 1)``). Each op asks for the form it needs and the exporter makes it
+on demand — once per value — with a TRANSPOSE, or with a free RESHAPE when the move does not
+change the order of elements (one channel, or 1x1 spatial). So the graph's interface keeps the
+model's own layout (the same feeds work for the ONNX model, the IR and the .tflite), a
+conv -> conv chain has no transposes in between, and the only transposes sit where the data
+really changes layout (the input, a flatten of a feature map).
+
+Op by op (quantized per LiteRT's int8 spec; ``qnn`` ops already carry its parameters):
+
+======================  ======================================================================
+IR                      TFLite
+======================  ======================================================================
+quant.qcast / dcast     QUANTIZE (float32 -> int8) / DEQUANTIZE
+qnn.requantize          QUANTIZE (int8 -> int8)
+qnn.conv                CONV_2D (OHWI filter, axis 0) or DEPTHWISE_CONV_2D ([1, KH, KW, C],
+                        axis 3) when group == C_in; explicit pads that are neither SAME nor
+                        VALID become a PAD (with the input's zero point, i.e. real 0) + VALID
+qnn.fully_connected     FULLY_CONNECTED (keep_num_dims for rank > 2)
+qnn.add / sub / mul     ADD / SUB / MUL with the fused activation
+qnn.*_pool, mean, ...   AVERAGE/MAX_POOL_2D (SAME/VALID only), MEAN, CONCATENATION, PAD,
+                        RESIZE_BILINEAR, SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU
+qnn.clamp               RELU / RELU6 / RELU_N1_TO_1 (QUANTIZE when it only rescales)
+nn.reshape & co.        RESHAPE; nn.transpose -> TRANSPOSE; nn.identity -> nothing
+======================  ======================================================================
+
+A dynamic batch (``?``) is written as 1 with a shape signature of -1. Anything else —
+a float op left in the module, a grouped (non-depthwise) convolution, a pool whose padding
+TFLite cannot express — raises :class:`~quantir.errors.UnsupportedOpError` naming the op.
+
+``io="int8"`` drops the input QUANTIZE and output DEQUANTIZE: the model then takes and
+returns the int8 tensors (with their quantization parameters).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from quantir.backends.tflite.model import Model, Quantization
+from quantir.backends.tflite.schema import (
+    ActivationFunctionType,
+    AddOptions,
+    BuiltinOperator,
+    ConcatenationOptions,
+    Conv2DOptions,
+    DepthwiseConv2DOptions,
+    FullyConnectedOptions,
+    LeakyReluOptions,
+    MulOptions,
+    Padding,
+    Pool2DOptions,
+    ReducerOptions,
+    ReshapeOptions,
+    ResizeBilinearOptions,
+    SoftmaxOptions,
+    SubOptions,
+)
+from quantir.backends.tflite.writer import ModelBuilder
+from quantir.errors import QuantirError, UnsupportedOpError
+from quantir.ir import Function, Module, Operation, Value
+from quantir.ir.dialects import arith, func, nn, qnn, quant
+from quantir.ir.dialects.nn_conv import window_geometry
+from quantir.types import FloatType, QuantizedType, TensorType, UniformQuantizedPerAxisType
+
+__all__ = ["Form", "TFLiteExport", "export_tflite", "save_tflite", "NHWC_PERM", "NCHW_PERM"]
+
+NHWC_PERM = (0, 2, 3, 1)   # NCHW array -> NHWC array
+NCHW_PERM = (0, 3, 1, 2)   # NHWC array -> NCHW array
+OP = BuiltinOperator
+
+
+class Form(Enum):
+    ASIS = "asis"
+    NHWC = "nhwc"
+
+
+@dataclass
+class TFLiteExport:
+    """The model, plus where each IR value lives in it.
+
+    ``bindings[name] = (tensor_index, perm)``: the TFLite tensor holding the IR value
+    ``name``, and the permutation with ``np.transpose(ir_array, perm) == tflite_array``
+    (None when equal) — what a bit-exactness check compares, intermediate by intermediate.
+    """
+
+    model: Model
+    bindings: dict[str, tuple[int, tuple[int, ...] | None]] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        from quantir.backends.tflite.writer import write_model
+        return write_model(self.model)
+
+
+_ACTIVATIONS = {"NONE": ActivationFunctionType.NONE, "RELU": ActivationFunctionType.RELU,
+                "RELU6": ActivationFunctionType.RELU6, "RELU_N1_TO_1": ActivationFunctionType.RELU_N1_TO_1}
+
+
+def _act(op: Operation) -> ActivationFunctionType:
+    return _ACTIVATIONS[op.attr("activation") or "NONE"]
+
+
+def _what(op: Operation) -> str:
+    return f"'{op.name}'" + (f" ({op.label})" if op.label else "")
+
+
+def _qtype(v: Value) -> QuantizedType | None:
+    t = v.type
+    e = t.element_type if isinstance(t, TensorType) else t
+    return e if isinstance(e, QuantizedType) else None
+
+
+def _quantization(v: Value, axis_map: dict[int, int] | None = None) -> Quantization | None:
+    q = _qtype(v)
+    if q is None:
+        return None
+    if isinstance(q, UniformQuantizedPerAxisType):
+        axis = q.quantized_dimension
+        return Quantization(q.scales, q.zero_points, (axis_map or {}).get(axis, axis))
+    return Quantization([q.scale], [q.zero_point])
+
+
+def _dtype(v: Value) -> np.dtype:
+    q = _qtype(v)
+    if q is not None:
+        return np.dtype(q.storage_numpy_dtype)
+    e = v.type.element_type
+    if e == FloatType("f32"):
+        return np.dtype(np.float32)
+    raise UnsupportedOpError(f"value '{v.name_hint}' of type {v.type} has no TFLite tensor type "
+                             "(only int8/int32 quantized and float32 tensors are written)")
+
+
+def _stored_constant(v: Value) -> np.ndarray | None:
+    """The storage integers of ``scast(arith.constant)`` (or a plain constant's array)."""
+    op = getattr(v, "op", None)
+    if op is not None and op.opdef is quant.SCAST:
+        op = getattr(op.operands[0], "op", None)
+    if op is not None and op.opdef is arith.CONSTANT:
+        return getattr(op.attributes.get("value"), "array", None)
+    return None
+
+
+class _Exporter:
+    def __init__(self, fn: Function, io: str):
+        if io not in ("float", "int8"):
+            raise QuantirError(f"io must be 'float' or 'int8', not {io!r}")
+        self.fn = fn
+        self.io = io
+        self.b = ModelBuilder(description="quantir int8")
+        self.forms: dict[Value, dict[Form, int]] = {}
+        self.bindings: dict[str, tuple[int, tuple[int, ...] | None]] = {}
+        self.names: set[str] = set()
+
+    # -- tensors ------------------------------------------------------------------------------
+    def _name(self, base: str) -> str:
+        name, k = base or "t", 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def _shape(self, v: Value, form: Form) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise UnsupportedOpError(f"value '{v.name_hint}' has an unranked type {t}; TFLite needs ranked tensors")
+        shape = tuple(t.shape)
+        if form is Form.NHWC:
+            shape = tuple(shape[i] for i in NHWC_PERM)
+        if any(d is None for d in shape[1:]):
+            raise UnsupportedOpError(f"value '{v.name_hint}' has dynamic dims beyond the batch ({t}); "
+                                     "TFLite export needs static shapes apart from the batch")
+        static = tuple(1 if d is None else d for d in shape)
+        signature = tuple(-1 if d is None else d for d in shape) if None in shape else ()
+        return static, signature
+
+    def new_tensor(self, v: Value, form: Form, *, dtype=None, quantization: Quantization | None = None,
+                   suffix: str = "", bind: bool = True) -> int:
+        shape, signature = self._shape(v, form)
+        q = quantization if quantization is not None else _quantization(v)
+        idx = self.b.add_tensor(self._name((v.name_hint or "t") + suffix), shape, dtype or _dtype(v), q,
+                                shape_signature=signature)
+        self.forms.setdefault(v, {})[form] = idx
+        if bind and v.name_hint and v.name_hint not in self.bindings:
+            self.bindings[v.name_hint] = (idx, NHWC_PERM if form is Form.NHWC else None)
+        return idx
+
+    def constant(self, data: np.ndarray, name: str, quantization: Quantization | None = None) -> int:
+        return self.b.add_constant(self._name(name), np.ascontiguousarray(data), quantization)
+
+    def int32(self, values, name: str) -> int:
+        return self.constant(np.asarray(values, np.int32), name)
+
+    def has(self, v: Value, form: Form) -> bool:
+        return form in self.forms.get(v, {})
+
+    def get(self, v: Value, form: Form) -> int:
+        """The tensor of ``v`` in ``form``: constants are written in it, others converted once."""
+        have = self.forms.get(v, {})
+        if form in have:
+            return have[form]
+        data = _stored_constant(v)
+        if data is not None:
+            arr = np.asarray(data)
+            arr = arr.transpose(NHWC_PERM) if form is Form.NHWC else arr
+            idx = self.constant(arr, (v.name_hint or "const") + ("/nhwc" if form is Form.NHWC else ""),
+                                _quantization(v))
+            self.forms.setdefault(v, {})[form] = idx
+            return idx
+        if not have:
+            raise QuantirError(f"value '{v.name_hint}' is used before it is defined")
+        (src_form, src), = list(have.items())[:1]
+        dst = self.new_tensor(v, form, suffix="/" + form.value, bind=False)
+        if self.same_order(v):
+            self.reshape(src, dst, v, form)
+        else:
+            perm = NHWC_PERM if form is Form.NHWC else NCHW_PERM
+            self.b.add_operator(OP.TRANSPOSE, [src, self.int32(perm, f"{v.name_hint}/perm")], [dst])
+        return dst
+
+    @staticmethod
+    def same_order(v: Value) -> bool:
+        """NCHW and NHWC hold the elements in the same order when C == 1 or H == W == 1."""
+        shape = v.type.shape
+        return shape[1] == 1 or (shape[2] == 1 and shape[3] == 1)
+
+    def is4d(self, v: Value) -> bool:
+        return isinstance(v.type, TensorType) and v.type.shape is not None and len(v.type.shape) == 4
+
+    def prefer(self, *values: Value) -> Form:
+        """NHWC when every operand is 4-D and one of them already lives in NHWC, else ASIS."""
+        if all(self.is4d(v) for v in values) and any(self.has(v, Form.NHWC) for v in values):
+            return Form.NHWC
+        return Form.ASIS
+
+    def reshape(self, src: int, dst: int, like: Value, form: Form) -> None:
+        _, signature = self._shape(like, form)
+        shape = self.b.tensors[dst].shape
+        target = tuple(signature) if signature else tuple(shape)
+        if sum(d == -1 for d in target) > 1:
+            raise UnsupportedOpError(f"reshape to '{like.name_hint}': more than one dynamic dim")
+        self.b.add_operator(OP.RESHAPE, [src, self.int32(target, f"{like.name_hint}/shape")], [dst],
+                            ReshapeOptions(new_shape=tuple(int(d) for d in target)))
+
+    # -- the walk -----------------------------------------------------------------------------
+    def run(self) -> TFLiteExport:
+        int8_args = self._int8_boundary_args()
+        inputs = []
+        for arg in self.fn.arguments:
+            if arg in int8_args:
+                qcast = int8_args[arg]
+                inputs.append(self.new_tensor(qcast.results[0], Form.ASIS))
+                self.forms[arg] = {}
+            else:
+                inputs.append(self.new_tensor(arg, Form.ASIS))
+        ret = None
+        for op in self.fn.ops:
+            if op.opdef is func.RETURN:
+                ret = op
+            elif op.opdef is arith.CONSTANT or (op.opdef is quant.SCAST and _stored_constant(op.results[0]) is not None):
+                continue   # written where used, in the form the user needs
+            elif op.opdef is quant.QCAST and op.operands[0] in int8_args:
+                continue
+            elif op.opdef is quant.DCAST and self.io == "int8" and self._returned_only(op.results[0]):
+                self.forms[op.results[0]] = {Form.ASIS: self.get(op.operands[0], Form.ASIS)}
+            else:
+                rule = RULES.get(op.opdef)
+                if rule is None:
+                    still_float = _qtype(op.results[0]) is None
+                    raise UnsupportedOpError(f"{_what(op)} has no int8 TFLite form"
+                                             + (": the op is still float" if still_float else ""))
+                rule(self, op)
+        outputs = [self.get(v, Form.ASIS) for v in (ret.operands if ret is not None else ())]
+        self.b.set_io(inputs, outputs)
+        return TFLiteExport(self.b.build(), self.bindings)
+
+    def _returned_only(self, v: Value) -> bool:
+        return bool(v.uses) and all(user.opdef is func.RETURN for user, _ in v.uses)
+
+    def _int8_boundary_args(self) -> dict[Value, Operation]:
+        if self.io != "int8":
+            return {}
+        out = {}
+        for arg in self.fn.arguments:
+            users = [u for u, _ in arg.uses]
+            if len(users) != 1 or users[0].opdef is not quant.QCAST:
+                raise UnsupportedOpError(f"io='int8' needs every input to feed exactly one quant.qcast; "
+                                         f"input '{arg.name_hint}' feeds {[u.name for u in users]}")
+            out[arg] = users[0]
+        return out
+
+    def emit(self, code, op: Operation, inputs: list[int], form: Form, options=None) -> int:
+        y = self.new_tensor(op.results[0], form)
+        self.b.add_operator(code, inputs, [y], options)
+        return y
+
+
+# -- rules, one per IR op -------------------------------------------------------------------------
+
+def _elementwise(code, options: Callable[[Operation], object] | None = None):
+    def rule(ex: _Exporter, op: Operation) -> None:
+        form = ex.prefer(op.operands[0])
+        ex.emit(code, op, [ex.get(op.operands[0], form)], form, options(op) if options else None)
+    return rule
+
+
+def _binary(code, options_type):
+    def rule(ex: _Exporter, op: Operation) -> None:
+        a, b = op.operands
+        form = ex.prefer(a, b)   # NHWC only when both are 4-D: broadcasting then holds in either layout
+        ex.emit(code, op, [ex.get(a, form), ex.get(b, form)], form,
+                options_type(fused_activation_function=_act(op)))
+    return rule
+
+
+def _same_or_valid(pads, hw, kernel, strides, dilations=(1, 1)) -> Padding | None:
+    """TFLite's VALID is no padding; its SAME is ONNX's SAME_UPPER (the odd pixel at the end)."""
+    pads = tuple(int(p) for p in (pads or (0, 0, 0, 0)))
+    if pads == (0, 0, 0, 0):
+        return Padding.VALID
+    same = window_geometry(hw, kernel, {"strides": strides, "dilations": dilations, "auto_pad": "SAME_UPPER"})
+    if pads == tuple(same.pads_begin) + tuple(same.pads_end):
+        return Padding.SAME
+    return None
+
+
+def conv(ex: _Exporter, op: Operation) -> None:
+    x, w = op.operands[0], op.operands[1]
+    xs, ws = x.type.shape, w.type.shape
+    weights = _stored_constant(w)
+    if weights is None:
+        raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights")
+    group = int(op.attr("group") or 1)
+    depthwise = group > 1 and group == xs[1] and ws[1] == 1
+    if group > 1 and not depthwise:
+        raise UnsupportedOpError(f"{_what(op)}: grouped convolution (group {group} of {xs[1]} channels) has no "
+                                 "int8 TFLite kernel; only depthwise (group == channels) is exported")
+    strides = tuple(op.attr("strides") or (1, 1))
+    dilations = tuple(op.attr("dilations") or (1, 1))
+    src = ex.get(x, Form.NHWC)
+    padding = _same_or_valid(op.attr("pads"), xs[2:], ws[2:], strides, dilations)
+    if padding is None:   # explicit pads: PAD with the zero point (real 0), then VALID
+        t, l, bt, r = (int(p) for p in op.attr("pads"))
+        shape, sig = ex._shape(x, Form.NHWC)
+        padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), (shape[0], shape[1] + t + bt, shape[2] + l + r,
+                                 shape[3]), _dtype(x), _quantization(x),
+                                 shape_signature=(-1, shape[1] + t + bt, shape[2] + l + r, shape[3]) if sig else ())
+        ex.b.add_operator(OP.PAD, [src, ex.int32([[0, 0], [t, bt], [l, r], [0, 0]], f"{x.name_hint}/paddings")],
+                          [padded])
+        src, padding = padded, Padding.VALID
+    c_out = ws[0]
+    bias_v = op.operands[2] if len(op.operands) > 2 else None
+    per_tensor_w = not isinstance(_qtype(w), UniformQuantizedPerAxisType)
+    if bias_v is not None:
+        bias_q = _quantization(bias_v)
+        if per_tensor_w:
+            bias_q = Quantization(bias_q.scale[:1], bias_q.zero_point[:1])
+        bias = ex.constant(np.asarray(_stored_constant(bias_v), np.int32), f"{bias_v.name_hint or 'bias'}", bias_q)
+    else:   # a zero bias: LiteRT's kernels want one; its scale is input x weight by definition
+        s_in = np.float32(_qtype(x).scale)
+        s_w = np.atleast_1d(np.float32(qnn.scales_of(w.type)))
+        scales = (s_in * s_w).astype(np.float64)
+        bias = ex.constant(np.zeros(c_out, np.int32), f"{op.results[0].name_hint}/bias",
+                           Quantization(scales, [0] * len(scales)))
+    common = dict(padding=padding, stride_w=strides[1], stride_h=strides[0], fused_activation_function=_act(op),
+                  dilation_w_factor=dilations[1], dilation_h_factor=dilations[0])
+    if depthwise:
+        filt = ex.constant(np.asarray(weights).transpose(1, 2, 3, 0), f"{w.name_hint or 'filter'}/1hwc",
+                           _quantization(w, {0: 3}))
+        options = DepthwiseConv2DOptions(depth_multiplier=c_out // xs[1], **common)
+        ex.emit(OP.DEPTHWISE_CONV_2D, op, [src, filt, bias], Form.NHWC, options)
+    else:
+        filt = ex.constant(np.asarray(weights).transpose(0, 2, 3, 1), f"{w.name_hint or 'filter'}/ohwi",
+                           _quantization(w))
+        ex.emit(OP.CONV_2D, op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
+
+
+def fully_connected(ex: _Exporter, op: Operation) -> None:
+    x, w = op.operands[0], op.operands[1]
+    weights = _stored_constant(w)
+    if weights is None:
+        raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights")
+    inputs = [ex.get(x, Form.ASIS), ex.constant(np.asarray(weights), w.name_hint or "weights", _quantization(w))]
+    if len(op.operands) > 2:
+        b = op.operands[2]
+        q = _quantization(b)
+        if not isinstance(_qtype(w), UniformQuantizedPerAxisType):
+            q = Quantization(q.scale[:1], q.zero_point[:1])
+        inputs.append(ex.constant(np.asarray(_stored_constant(b), np.int32), b.name_hint or "bias", q))
+    else:
+        inputs.append(-1)
+    keep = len(x.type.shape) > 2
+    ex.emit(OP.FULLY_CONNECTED, op, inputs, Form.ASIS,
+            FullyConnectedOptions(fused_activation_function=_act(op), keep_num_dims=keep))
+
+
+def _pool(code):
+    def rule(ex: _Exporter, op: Operation) -> None:
+        x = op.operands[0]
+        kernel = tuple(op.attr("kernel_shape"))
+        strides = tuple(op.attr("strides") or (1, 1))
+        padding = _same_or_valid(op.attr("pads"), x.type.shape[2:], kernel, strides)
+        if padding is None:
+            raise UnsupportedOpError(f"{_what(op)}: pads {tuple(op.attr('pads'))} are neither SAME nor VALID; "
+                                     "TFLite pools take no explicit padding")
+        ex.emit(code, op, [ex.get(x, Form.NHWC)], Form.NHWC,
+                Pool2DOptions(padding=padding, stride_w=strides[1], stride_h=strides[0], filter_width=kernel[1],
+                              filter_height=kernel[0], fused_activation_function=_act(op)))
+    return rule
+
+
+_TO_NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
+
+
+def mean(ex: _Exporter, op: Operation) -> None:
+    x = op.operands[0]
+    rank = len(x.type.shape)
+    axes = sorted(int(a) % rank for a in op.attr("axes"))
+    keep = bool(op.attr("keepdims"))
+    form = ex.prefer(x)
+    out_form = form
+    if form is Form.NHWC and not keep:
+        rest = [a for a in range(4) if a not in axes]
+        in_nhwc = [a for a in NHWC_PERM if a in rest]
+        out_form = Form.ASIS if in_nhwc == rest else None
+        if out_form is None:
+            form = out_form = Form.ASIS
+    t_axes = [_TO_NHWC_AXIS[a] for a in axes] if form is Form.NHWC else axes
+    ex.emit(OP.MEAN, op, [ex.get(x, form), ex.int32(sorted(t_axes), f"{op.results[0].name_hint}/axes")], out_form,
+            ReducerOptions(keep_dims=keep))
+
+
+def concat(ex: _Exporter, op: Operation) -> None:
+    xs = list(op.operands)
+    rank = len(xs[0].type.shape)
+    axis = int(op.attr("axis")) % rank
+    form = ex.prefer(*xs)
+    ex.emit(OP.CONCATENATION, op, [ex.get(v, form) for v in xs], form,
+            ConcatenationOptions(axis=_TO_NHWC_AXIS[axis] if form is Form.NHWC else axis))
+
+
+def pad(ex: _Exporter, op: Operation) -> None:
+    x = op.operands[0]
+    rank = len(x.type.shape)
+    pads = [int(p) for p in op.attr("pads")]
+    pairs = [[pads[i], pads[i + rank]] for i in range(rank)]
+    form = ex.prefer(x)
+    if form is Form.NHWC:
+        pairs = [pairs[i] for i in NHWC_PERM]
+    ex.emit(OP.PAD, op, [ex.get(x, form), ex.int32(pairs, f"{op.results[0].name_hint}/paddings")], form)
+
+
+def resize_bilinear(ex: _Exporter, op: Operation) -> None:
+    sizes = [int(s) for s in op.attr("sizes")]
+    ex.emit(OP.RESIZE_BILINEAR, op, [ex.get(op.operands[0], Form.NHWC),
+                                     ex.int32(sizes, f"{op.results[0].name_hint}/size")], Form.NHWC,
+            ResizeBilinearOptions(align_corners=bool(op.attr("align_corners")),
+                                  half_pixel_centers=bool(op.attr("half_pixel_centers"))))
+
+
+def softmax(ex: _Exporter, op: Operation) -> None:   # over the IR's last axis: the IR layout
+    ex.emit(OP.SOFTMAX, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS,
+            SoftmaxOptions(beta=float(op.attr("beta"))))
+
+
+def clamp(ex: _Exporter, op: Operation) -> None:
+    code = {"RELU": OP.RELU, "RELU6": OP.RELU6, "RELU_N1_TO_1": OP.RELU_N1_TO_1, "NONE": OP.QUANTIZE}
+    _elementwise(code[op.attr("activation") or "NONE"])(ex, op)
+
+
+def reshape(ex: _Exporter, op: Operation) -> None:
+    x, y = op.operands[0], op.results[0]
+    if not ex.has(x, Form.ASIS) and ex.has(x, Form.NHWC) and ex.same_order(x):
+        src = ex.get(x, Form.NHWC)   # the NHWC tensor already holds the elements in the IR's order
+    else:
+        src = ex.get(x, Form.ASIS)
+    ex.reshape(src, ex.new_tensor(y, Form.ASIS), y, Form.ASIS)
+
+
+def transpose(ex: _Exporter, op: Operation) -> None:
+    x = op.operands[0]
+    rank = len(x.type.shape)
+    perm = op.attr("perm") or tuple(reversed(range(rank)))
+    if ex.has(x, Form.NHWC) and tuple(perm) == NHWC_PERM:   # the NHWC form is this transpose's result
+        ex.forms[op.results[0]] = {Form.ASIS: ex.get(x, Form.NHWC)}
+        ex.bindings.setdefault(op.results[0].name_hint, (ex.get(x, Form.NHWC), None))
+        return
+    ex.emit(OP.TRANSPOSE, op, [ex.get(x, Form.ASIS), ex.int32(perm, f"{op.results[0].name_hint}/perm")], Form.ASIS)
+
+
+def identity(ex: _Exporter, op: Operation) -> None:
+    ex.forms[op.results[0]] = dict(ex.forms.get(op.operands[0], {})) or {Form.ASIS: ex.get(op.operands[0], Form.ASIS)}
+
+
+def qcast(ex: _Exporter, op: Operation) -> None:
+    if isinstance(_qtype(op.results[0]), UniformQuantizedPerAxisType):
+        raise UnsupportedOpError(f"{_what(op)}: per-axis activations have no TFLite QUANTIZE form")
+    _elementwise(OP.QUANTIZE)(ex, op)
+
+
+RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
+    quant.QCAST: qcast, quant.DCAST: _elementwise(OP.DEQUANTIZE), qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
+    qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
+    qnn.ADD: _binary(OP.ADD, AddOptions), qnn.SUB: _binary(OP.SUB, SubOptions), qnn.MUL: _binary(OP.MUL, MulOptions),
+    qnn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D), qnn.MAX_POOL: _pool(OP.MAX_POOL_2D),
+    qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,
+    qnn.SOFTMAX: softmax, qnn.LOGISTIC: _elementwise(OP.LOGISTIC), qnn.TANH: _elementwise(OP.TANH),
+    qnn.HARD_SWISH: _elementwise(OP.HARD_SWISH),
+    qnn.LEAKY_RELU: _elementwise(OP.LEAKY_RELU, lambda op: LeakyReluOptions(alpha=float(op.attr("alpha")))),
+    qnn.CLAMP: clamp,
+    nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,
+    nn.TRANSPOSE: transpose, nn.IDENTITY: identity,
+}
+
+
+def export_tflite(module: Module | Function, *, io: str = "float") -> TFLiteExport:
+    """The integer module as a TFLite :class:`~.model.Model`, with the IR-value bindings.
+
+    >>> import numpy as np, quantir as qr                          # doctest: +SKIP
+    >>> result = qr.quantize("models/fashion_mnist_cnn.onnx", {"input": images[:500]})   # doctest: +SKIP
+    >>> exported = export_tflite(result.module)                    # doctest: +SKIP
+    >>> open("cnn.tflite", "wb").write(exported.to_bytes())        # doctest: +SKIP
+    """
+    fn = module.main if isinstance(module, Module) else module
+    return _Exporter(fn, io).run()
+
+
+def save_tflite(module: Module | Function, path: str | os.PathLike, *, io: str = "float") -> Path:
+    """Write the integer module as ``path`` (.tflite), atomically."""
+    from quantir.fileio import atomic_write
+    p = Path(path)
+    atomic_write(p, export_tflite(module, io=io).to_bytes())
+    return p
