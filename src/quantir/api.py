@@ -34,7 +34,7 @@ from .report.layers import LayerError, compare
 
 
 def load(path: str | os.PathLike | Any) -> Module:
-    """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text."""
+    """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text, int8 ``.tflite``."""
     if isinstance(path, Module):
         return path
     if not isinstance(path, (str, os.PathLike)):
@@ -45,7 +45,8 @@ def load(path: str | os.PathLike | Any) -> Module:
         from .text import parse_module
         return parse_module(p.read_text(), str(p))
     if p.suffix == ".tflite":
-        raise QuantirError(f"{p}: reading .tflite models is not implemented yet (issue 5)")
+        from .frontends.tflite import load_tflite
+        return load_tflite(p)
     from .frontends.onnx import load_onnx
     return load_onnx(p)
 
@@ -132,9 +133,10 @@ class Result:
         return "\n".join(lines)
 
     # -- output ---------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike, *, format: str | None = None) -> Path:
-        """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .json).
-        ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator"."""
+    def save(self, path: str | os.PathLike, *, format: str | None = None, io: str = "float") -> Path:
+        """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .tflite,
+        .json). ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator". ``io`` is the
+        .tflite interface: "float" (QUANTIZE in, DEQUANTIZE out) or "int8"."""
         from .fileio import atomic_write
         p = Path(path)
         if p.suffix == ".mlir":
@@ -144,7 +146,8 @@ class Result:
             from .backends.onnx import save_quantized  # type: ignore[attr-defined]
             save_quantized(self.module, p, format=format or "qdq")
         elif p.suffix == ".tflite":
-            raise QuantirError(f"{p}: writing whole models as .tflite is not implemented yet (issue 5)")
+            from .backends.tflite.export import save_tflite
+            save_tflite(self.module, p, io=io)
         elif p.suffix == ".json":
             atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
         else:

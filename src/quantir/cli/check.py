@@ -5,7 +5,7 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="quantized model: quantir .mlir, or an ONNX QDQ model")
+    p.add_argument("model", help="quantized model: quantir .mlir, an ONNX QDQ model or an int8 .tflite")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,8 +16,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "opt": ("quantir.cli.opt", "parse, verify and print IR text; run passes (like mlir-opt)"),
     "quantize": ("quantir.cli.quantize", "quantize a float model to int8 with calibration data"),
     "check": ("quantir.cli.check", "check a quantized model against the LiteRT int8 spec"),
-    "run": ("quantir.cli.run", "run a model (.onnx or .mlir) on inputs from an .npz file"),
-    "show": ("quantir.cli.show", "print a model (.onnx or .mlir) as IR text with large constants elided"),
+    "run": ("quantir.cli.run", "run a model (.onnx, .mlir, .tflite) on inputs from an .npz file"),
+    "show": ("quantir.cli.show", "print a model (.onnx, .mlir, .tflite) as IR text with large constants elided"),
+    "verify": ("quantir.cli.verify", "check a .tflite bit-exact: LiteRT's reference kernels vs quantir, every tensor"),
 }
 
 

@@ -9,6 +9,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
+    p.add_argument("--io", choices=("float", "int8"), default="float",
+                   help=".tflite interface: float32 through QUANTIZE/DEQUANTIZE (default) or int8 tensors")
     p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="minmax",
                    help="how activation ranges are chosen from the calibration data")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel")
@@ -27,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet)
     result = quantize(args.model, args.data, config)
-    result.save(args.output, format=args.format)
+    result.save(args.output, format=args.format, io=args.io)
     if args.summary:
         result.save(args.summary)
     if not args.quiet:

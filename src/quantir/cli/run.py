@@ -1,6 +1,8 @@
 """``quantir run MODEL --inputs IN.npz --outputs OUT.npz [--engine interpreter|ort]``.
 
-* ``MODEL``: an ``.onnx`` file (imported as ``load_onnx`` does, folded) or ``.mlir`` text.
+* ``MODEL``: an ``.onnx`` file (imported as ``load_onnx`` does, folded), ``.mlir`` text or an
+  int8 ``.tflite`` model (read by quantir's TFLite frontend; feeds and outputs keep TFLite's names
+  and layout).
 * ``IN.npz``: one array per model input, keyed by input name (``np.savez(path, **feeds)``).
 * ``OUT.npz``: one array per model output, keyed by output name, in the model's output
   order; written atomically (a temporary file in the same directory, then ``os.replace``).
@@ -20,7 +22,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="model to run: .onnx or .mlir")
+    parser.add_argument("model", metavar="MODEL", help="model to run: .onnx, .mlir or .tflite")
     parser.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays keyed by input name")
     parser.add_argument("--outputs", required=True, metavar="OUT.npz", help="where to write the outputs")
     parser.add_argument("--engine", choices=("interpreter", "ort"), default="interpreter",
@@ -73,8 +75,11 @@ def load_model(path: str):
         except (OSError, UnicodeDecodeError) as e:
             raise ParseError(f"{path}: cannot read the IR text: {e}") from None
         return parse_module(text, str(path))
-    raise ParseError(f"{path}: unknown model format '{p.suffix or '(no suffix)'}'; expected an .onnx model "
-                     f"or .mlir IR text")
+    if suffix == ".tflite":
+        from ..frontends.tflite import load_tflite
+        return load_tflite(p)
+    raise ParseError(f"{path}: unknown model format '{p.suffix or '(no suffix)'}'; expected an .onnx model, "
+                     f".mlir IR text or an int8 .tflite model")
 
 
 def read_npz(path: str) -> dict:

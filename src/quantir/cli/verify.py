@@ -1,0 +1,30 @@
+"""``quantir verify MODEL.tflite --inputs IN.npz``: LiteRT's reference kernels vs quantir, element by element."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="int8 .tflite model")
+    p.add_argument("--inputs", required=True,
+                   help=".npz keyed by the model's input names (axis 0 indexes samples)")
+    p.add_argument("--resolver", choices=("reference", "optimized", "default"), default="reference",
+                   help="LiteRT kernels: reference = BUILTIN_REF (the oracle, default); optimized = without "
+                        "XNNPACK; default = with XNNPACK (float requantization, not bit-exact)")
+    p.add_argument("--outputs-only", action="store_true", help="compare the outputs only, not every intermediate")
+    p.add_argument("--batch", type=int, default=16, help="samples per invocation when the batch is dynamic")
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..fileio import atomic_write
+    from ..verify import verify_tflite
+
+    report = verify_tflite(args.model, args.inputs, resolver=args.resolver, intermediates=not args.outputs_only,
+                           batch=args.batch)
+    print(report.text())
+    if args.json:
+        atomic_write(args.json, json.dumps(report.as_dict(), indent=2).encode())
+    return 0 if report.ok else 1

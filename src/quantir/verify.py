@@ -1,0 +1,144 @@
+"""Bit-exactness of a .tflite model: LiteRT's reference kernels vs quantir's interpreter.
+
+:func:`verify_tflite` reads the model with quantir's TFLite frontend, runs it in the LiteRT
+interpreter with ``BUILTIN_REF`` (the reference kernels; the default resolver adds XNNPACK,
+whose float requantization differs by ±1) and in quantir's reference interpreter on the same
+feeds, and compares every output and every intermediate tensor element by element.
+
+Where LiteRT's reference and optimized kernels disagree (MEAN, SUM, SOFTMAX, per-channel
+FULLY_CONNECTED; docs/numerics.md), quantir's kernels follow the reference.
+
+Like :mod:`quantir.api`, this module sits above every layer (frontend, runtime, backend).
+``ai_edge_litert`` is needed only when :func:`verify_tflite` runs.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from .errors import QuantirError
+from .runtime.interpreter import FeedError
+
+__all__ = ["TensorDiff", "VerifyReport", "verify_tflite", "compare_tensors"]
+
+
+@dataclass
+class TensorDiff:
+    """One tensor compared: how many elements differ and by how much (in stored integer steps)."""
+
+    name: str
+    index: int
+    shape: tuple[int, ...]
+    differing: int
+    max_abs_diff: float
+    is_output: bool = False
+
+    @property
+    def equal(self) -> bool:
+        return self.differing == 0
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "index": self.index, "shape": list(self.shape), "differing": self.differing,
+                "max_abs_diff": self.max_abs_diff, "output": self.is_output}
+
+
+@dataclass
+class VerifyReport:
+    samples: int
+    resolver: str
+    outputs: list[TensorDiff] = field(default_factory=list)
+    intermediates: list[TensorDiff] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(d.equal for d in self.outputs + self.intermediates)
+
+    def as_dict(self) -> dict:
+        return {"samples": self.samples, "resolver": self.resolver, "bit_exact": self.ok,
+                "outputs": [d.as_dict() for d in self.outputs],
+                "intermediates": [d.as_dict() for d in self.intermediates]}
+
+    def text(self) -> str:
+        lines = [f"{self.samples} samples, LiteRT resolver {self.resolver}"]
+        for d in self.outputs:
+            lines.append(f"output {d.name} {list(d.shape)}: {d.differing} differing elements, "
+                         f"max |diff| {d.max_abs_diff:g}")
+        bad = [d for d in self.intermediates if not d.equal]
+        lines.append(f"intermediate tensors: {len(self.intermediates)} compared, {len(bad)} differ")
+        lines += [f"  {d.name} (tensor {d.index}): {d.differing} differing elements, max |diff| {d.max_abs_diff:g}"
+                  for d in bad[:20]]
+        lines.append("bit-exact" if self.ok else "NOT bit-exact")
+        return "\n".join(lines)
+
+
+def compare_tensors(ours: np.ndarray, theirs: np.ndarray, name: str, index: int, is_output: bool = False) -> TensorDiff:
+    if ours.shape != theirs.shape:
+        raise QuantirError(f"tensor '{name}': quantir computes shape {ours.shape}, LiteRT {theirs.shape}")
+    differing = int(np.count_nonzero(ours != theirs))   # a NaN anywhere counts as differing
+    diff = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
+    worst = float(np.nanmax(diff)) if differing and not np.isnan(diff).all() else 0.0
+    return TensorDiff(name, index, tuple(ours.shape), differing, worst, is_output)
+
+
+def _load_feeds(inputs: str | os.PathLike | Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    if isinstance(inputs, (str, os.PathLike)):
+        with np.load(inputs) as npz:
+            feeds = {k: npz[k] for k in npz.files}
+    else:
+        feeds = {k: np.asarray(v) for k, v in inputs.items()}
+    if set(feeds) != set(names):
+        if len(feeds) == 1 and len(names) == 1:
+            feeds = {names[0]: next(iter(feeds.values()))}
+        else:
+            raise FeedError(f"inputs have keys {sorted(feeds)}, the model's inputs are {names}")
+    counts = {len(v) if v.ndim else 0 for v in feeds.values()}
+    if len(counts) != 1 or 0 in counts:
+        raise FeedError(f"every input needs the same number of samples on axis 0, found {sorted(counts)}")
+    return feeds
+
+
+def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | Mapping[str, np.ndarray], *,
+                  resolver: str = "reference", intermediates: bool = True, batch: int = 16) -> VerifyReport:
+    """Compare LiteRT (``resolver``) and quantir's interpreter on ``inputs`` (.npz path or arrays
+    keyed by the model's input names; axis 0 indexes samples, run ``batch`` at a time, or one at
+    a time when the model's batch is static)."""
+    from .backends.tflite.litert import run_model_tensors
+    from .backends.tflite.reader import read_model
+    from .frontends.tflite import import_tflite
+    from .runtime import run
+
+    data = Path(model).read_bytes() if isinstance(model, (str, os.PathLike)) else bytes(model)
+    tfl = read_model(data)
+    imported = import_tflite(tfl)
+    sub = tfl.subgraphs[0]
+    in_names = [sub.tensors[i].name for i in sub.inputs]
+    feeds = _load_feeds(inputs, in_names)
+    n = len(next(iter(feeds.values())))
+    dynamic = all(sub.tensors[i].shape_signature[:1] == (-1,) for i in sub.inputs)
+    step = max(1, batch) if dynamic else 1
+    bound = {i: b for i, b in imported.bindings.items()} if intermediates else \
+        {i: imported.bindings[i] for i in sub.outputs if i in imported.bindings}
+    out_set = set(sub.outputs)
+    acc: dict[int, TensorDiff] = {}
+    for start in range(0, n, step):
+        chunk = {k: v[start:start + step] for k, v in feeds.items()}
+        outs, theirs = run_model_tensors(data, [chunk[k] for k in in_names], list(bound), resolver)
+        for i, arr in zip(sub.outputs, outs):
+            theirs[i] = arr
+        ours = run(imported.module, chunk, intermediates=[b.name for b in bound.values()])
+        for i, b in bound.items():
+            mine = ours[b.name]
+            mine = np.transpose(mine, b.to_tflite) if b.to_tflite else mine
+            d = compare_tensors(mine, theirs[i], sub.tensors[i].name, i, i in out_set)
+            prev = acc.get(i)
+            if prev is not None:
+                d = TensorDiff(d.name, i, (prev.shape[0] + d.shape[0],) + d.shape[1:], prev.differing + d.differing,
+                               max(prev.max_abs_diff, d.max_abs_diff), d.is_output)
+            acc[i] = d
+    outputs = [acc[i] for i in sub.outputs if i in acc]
+    inter = [acc[i] for i in sorted(acc) if i not in out_set]
+    return VerifyReport(n, resolver, outputs, inter)
