@@ -110,12 +110,14 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     from .backends.tflite.reader import read_model
     from .frontends.tflite import import_tflite
     from .runtime import run
+    from .runtime.interpreter import input_names
 
     data = Path(model).read_bytes() if isinstance(model, (str, os.PathLike)) else bytes(model)
     tfl = read_model(data)
     imported = import_tflite(tfl)
     sub = tfl.subgraphs[0]
     in_names = [sub.tensors[i].name for i in sub.inputs]
+    ir_names = input_names(imported.module.main)   # the importer renames empty or duplicate names
     feeds = _load_feeds(inputs, in_names)
     n = len(next(iter(feeds.values())))
     dynamic = all(sub.tensors[i].shape_signature[:1] == (-1,) for i in sub.inputs)
@@ -129,7 +131,8 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
         outs, theirs = run_model_tensors(data, [chunk[k] for k in in_names], list(bound), resolver)
         for i, arr in zip(sub.outputs, outs):
             theirs[i] = arr
-        ours = run(imported.module, chunk, intermediates=[b.name for b in bound.values()])
+        ours = run(imported.module, {ir: chunk[t] for t, ir in zip(in_names, ir_names)},
+                   intermediates=[b.name for b in bound.values()])
         for i, b in bound.items():
             mine = ours[b.name]
             mine = np.transpose(mine, b.to_tflite) if b.to_tflite else mine

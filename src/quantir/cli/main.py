@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("quantir.cli.check", "check a quantized model against the LiteRT int8 spec"),
     "run": ("quantir.cli.run", "run a model (.onnx, .mlir, .tflite) on inputs from an .npz file"),
     "show": ("quantir.cli.show", "print a model (.onnx, .mlir, .tflite) as IR text with large constants elided"),
+    "convert": ("quantir.cli.convert", "write a model in another format: .tflite -> .onnx (QDQ/QOperator), .mlir, ..."),
     "verify": ("quantir.cli.verify", "check a .tflite bit-exact: LiteRT's reference kernels vs quantir, every tensor"),
 }
 

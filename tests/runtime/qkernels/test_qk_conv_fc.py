@@ -168,9 +168,9 @@ def test_fully_connected_matches_litert(data, n, k, c_out, act, zp_in, zp_out, s
     p = qk.prepare_fully_connected(s_in, w_scales, s_out, zp_out, act, channels=c_out)
     fixed = qk.fully_connected(x, wt, bias, input_zero_point=zp_in, **p.as_kwargs())
     ref_float = qk.fully_connected(x, wt, bias, input_zero_point=zp_in, reference_float=True, **p.as_kwargs())
-    per_ch = w_scales.size > 1
-    # BUILTIN_REF: per-channel runs the float path, per-tensor the fixed-point one.
-    assert_same("FULLY_CONNECTED (ref)", ref_float if per_ch else fixed,
+    # BUILTIN_REF runs the double path in both granularities (per tensor too, unlike numerics.md
+    # §2.3 says: measured in ai-edge-litert 2.x, see qnn_ops.fully_connected).
+    assert_same("FULLY_CONNECTED (ref)", ref_float,
                 _fc_model(x, wt, bias, s_in, w_scales, s_out, zp_in, zp_out, act, "reference"))
     # Optimized kernels (no XNNPACK): fixed point in both granularities.
     assert_same("FULLY_CONNECTED (optimized)", fixed,

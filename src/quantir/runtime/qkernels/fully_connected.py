@@ -7,10 +7,12 @@ Weights ``[C_out, K]``; the input is flattened to ``[batches, K]`` (its last axi
 
 Multipliers differ by granularity (:func:`prepare_fully_connected`): per-tensor forms
 ``s_in·s_w`` in **float32** (``GetQuantizedConvolutionMultipler``), per-channel in double
-(as CONV_2D). Under ``BUILTIN_REF`` the per-channel kernel is a float path instead,
-``rha(double(acc) · double(s_in)·double(s_w[c])/double(s_out)) + zp_out``; pass
-``reference_float=True`` with the prepared ``effective_scale`` to reproduce it. The
-fixed-point form is the default (the optimized kernels compute it).
+(as CONV_2D). Under ``BUILTIN_REF`` the kernel is a float path instead,
+``rha(double(acc) · double(s_in)·double(s_w[c])/double(s_out)) + zp_out`` — per channel as
+numerics.md says, and in ai-edge-litert 2.3 per tensor too (measured); pass
+``reference_float=True`` with the prepared ``effective_scale`` to reproduce it (the IR's
+``qnn.fully_connected`` does). The fixed-point form is this function's default (the
+optimized kernels compute it).
 
 The dot products run as a float BLAS matmul, exact for any realistic K (§6): float32
 when ``K·255·max|w - zp_w| < 2**24``, float64 otherwise.

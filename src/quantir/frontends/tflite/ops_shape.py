@@ -1,0 +1,88 @@
+"""Converters of the data-movement ops: RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS.
+
+They become ``nn`` ops on quantized tensors (``qnn.DATA_MOVEMENT``). RESHAPE and EXPAND_DIMS
+produce the TFLite layout; SQUEEZE drops axes in any layout; TRANSPOSE keeps the data. Each avoids a layout transpose where
+the arithmetic allows:
+
+- RESHAPE reads the input's native form when it holds the elements in the TFLite order
+  (an NCHW ``1x1x1xC`` is ``C`` values either way);
+- TRANSPOSE is a change of layout, not of data: ``nn.identity`` with the composed layout.
+"""
+from __future__ import annotations
+
+from ...backends.tflite.schema import BuiltinOperator as OP
+from ...errors import ModelFormatError, UnsupportedOpError
+from ...ir.dialects import nn
+from . import layout as L
+from .importer import Converter, OpContext
+from .tensors import dims
+
+__all__ = ["CONVERTERS"]
+
+
+def reshape(ctx: OpContext) -> None:
+    """LiteRT's rule: a 1-D shape input gives the new shape, else ``ReshapeOptions.new_shape``
+    (empty, or the legacy ``[0]``, is a scalar). A shape computed at run time cannot be known
+    here: the declared output shape stands in for it."""
+    out_dims = dims(ctx.out_tensor)
+    if ctx.has(1) and ctx.rank(1) == 1:
+        if ctx.is_const(1):
+            target = ctx.const_ints(1, "shape")
+        elif sum(d is None for d in out_dims) > 1:
+            raise UnsupportedOpError("RESHAPE to a shape computed at run time with more than one dynamic dim")
+        else:
+            target = tuple(-1 if d is None else d for d in out_dims)
+    else:
+        options = ctx.options
+        target = () if options.new_shape in ((), (0,)) else options.new_shape
+    if sum(d == -1 for d in target) > 1 or any(d < -1 for d in target):
+        raise ModelFormatError(f"new shape {list(target)} must have non-negative dims and at most one -1")
+    native = ctx.native_or_identity(0)
+    perm = native if L.same_memory_order(ctx.dims(0), native) else L.identity(len(native))
+    # allowzero: a 0 in a TFLite shape is an empty dim, never "copy the input's dim" (ONNX)
+    ctx.emit(nn.RESHAPE, [ctx.input(0, perm)], L.identity(ctx.out_rank), shape=target, allowzero=1)
+
+
+def transpose(ctx: OpContext) -> None:
+    """Free when it only relabels: the output *is* the input's IR array, in layout
+    ``compose(native, perm)`` (``nn.identity``), so NCHW -> TRANSPOSE -> CONV_2D (what converters
+    of PyTorch models write) costs nothing. A TRANSPOSE that also changes the quantization
+    (a spec violation, kept for ``quantir check``) stays an ``nn.transpose``."""
+    r = ctx.rank(0)
+    perm = ctx.const_ints(1, "perm")
+    if sorted(p % r if -r <= p < r else -1 for p in perm) != list(range(r)):
+        raise ModelFormatError(f"perm {list(perm)} is not a permutation of {r} axes")
+    native = ctx.native_or_identity(0)
+    layout = L.compose(native, tuple(p % r for p in perm))
+    x = ctx.input(0, native)
+    if ctx.result_type(layout).element_type == x.type.element_type:
+        ctx.emit(nn.IDENTITY, [x], layout)
+    else:
+        ctx.emit(nn.TRANSPOSE, [x], L.identity(r), perm=layout)
+
+
+def squeeze(ctx: OpContext) -> None:
+    shape = ctx.dims(0)
+    r = len(shape)
+    requested = ctx.options.squeeze_dims
+    if any(not -r <= a < r for a in requested):
+        raise ModelFormatError(f"squeeze_dims {list(requested)} out of range for rank {r}")
+    axes = sorted({a % r for a in requested}) if requested else [a for a, d in enumerate(shape) if d == 1]
+    native = ctx.native_or_identity(0)
+    ctx.emit(nn.SQUEEZE, [ctx.input(0, native)], L.drop_axes(native, axes), axes=sorted(native[a] for a in axes))
+
+
+def expand_dims(ctx: OpContext) -> None:
+    r = ctx.rank(0)
+    axis = ctx.const_ints(1, "axis")
+    if len(axis) != 1 or not -(r + 1) <= axis[0] <= r:
+        raise ModelFormatError(f"axis {list(axis)} must be one value in [{-(r + 1)}, {r}]")
+    ctx.emit(nn.UNSQUEEZE, [ctx.input(0, L.identity(r))], L.identity(r + 1), axes=(axis[0] % (r + 1),))
+
+
+CONVERTERS: dict[OP, Converter] = {
+    OP.RESHAPE: reshape,
+    OP.TRANSPOSE: transpose,
+    OP.SQUEEZE: squeeze,
+    OP.EXPAND_DIMS: expand_dims,
+}

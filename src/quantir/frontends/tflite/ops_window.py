@@ -1,0 +1,208 @@
+"""Converters of the NHWC window ops and FULLY_CONNECTED: CONV_2D, DEPTHWISE_CONV_2D,
+MAX_POOL_2D, AVERAGE_POOL_2D, RESIZE_BILINEAR run on the NCHW form of their input; their
+outputs stay NCHW until an op needs the TFLite layout.
+
+Filters become constants in the IR layout at import time: CONV_2D's OHWI -> OIHW,
+DEPTHWISE_CONV_2D's ``[1, KH, KW, C_out]`` -> ``[C_out, 1, KH, KW]`` with ``group = C_in``
+(its per-axis dimension 3 becomes 0). SAME/VALID padding becomes explicit pads with
+:func:`~quantir.runtime.qkernels.tflite_pads`, which follows LiteRT's ``padding.h``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...backends.tflite.schema import BuiltinOperator as OP
+from ...backends.tflite.schema import FullyConnectedWeightsFormat, Padding
+from ...backends.tflite.schema import TensorType as TFLType
+from ...errors import ModelFormatError, UnsupportedOpError
+from ...ir import Value
+from ...ir.dialects import nn, qnn
+from ...numerics import bias_qparams
+from ...runtime.qkernels import tflite_pads
+from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType, UniformQuantizedType
+from . import layout as L
+from .importer import Converter, OpContext, fixed_point
+from .tensors import F32, is_quantized
+
+__all__ = ["CONVERTERS"]
+
+NCHW = L.channels_first(4)
+# to_tflite layouts of the filters once in the IR layout (``np.transpose(ir, p) == tflite``)
+OIHW = L.channels_first(4)            # OHWI <-> OIHW
+DEPTHWISE = L.inverse((3, 0, 1, 2))   # [1, KH, KW, C] <-> [C, 1, KH, KW]
+
+
+def _rank(ctx: OpContext, i: int, rank: int, what: str) -> None:
+    if ctx.rank(i) != rank:
+        raise ModelFormatError(f"the {what} '{ctx.tensor(i).name}' must have rank {rank}, found shape "
+                               f"{list(ctx.tensor(i).shape)}")
+
+
+def _positive(what: str, values) -> tuple[int, ...]:
+    values = tuple(int(v) for v in values)
+    if any(v < 1 for v in values):
+        raise ModelFormatError(f"{what} {values} must be positive")
+    return values
+
+
+def _pads(padding: Padding, spatial, kernel, strides, dilations=(1, 1)) -> tuple[int, int, int, int]:
+    """LiteRT's explicit pads; SAME on a dynamic size works only where the size does not matter."""
+    if padding == Padding.VALID:
+        return (0, 0, 0, 0)
+    sizes = []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+        if size is None:
+            if s != 1:
+                raise UnsupportedOpError("SAME padding with a stride above 1 over a dynamic spatial size: the "
+                                         "padding depends on the size; give the model static spatial dims")
+            size = (k - 1) * d + 1   # with stride 1 the total padding is (k - 1) * d for every size
+        sizes.append(size)
+    return tflite_pads("same", sizes, kernel, strides, dilations)
+
+
+def _weights(ctx: OpContext, i: int, perm: L.Perm, tag: str | None = None) -> Value:
+    t = ctx.tensor(i)
+    ctx.const(i, "weights")
+    if t.type is not TFLType.INT8:
+        raise UnsupportedOpError(f"weights '{t.name}' are {t.type.name}; quantir reads int8 weights")
+    return ctx.constant(i, perm, tag=tag)
+
+
+def _bias(ctx: OpContext, i: int, x: Value, w: Value, channels: int) -> list[Value]:
+    """The int32 bias as a quantized constant, or nothing when the operator has none.
+
+    A bias without quantization parameters gets the scale LiteRT effectively uses
+    (input_scale × weight_scale): LiteRT's int8 kernels never read the bias scale.
+    """
+    if not ctx.has(i):
+        return []
+    t = ctx.tensor(i)
+    array = ctx.const(i, "bias")
+    if t.type is not TFLType.INT32:
+        raise UnsupportedOpError(f"bias '{t.name}' is {t.type.name}; quantir reads int32 biases (int8 models)")
+    if tuple(t.shape) != (channels,):
+        raise ModelFormatError(f"bias '{t.name}' has shape {list(t.shape)}, expected [{channels}]")
+    if is_quantized(t):
+        return [ctx.constant(i, (0,))]
+    scale, _ = bias_qparams(qnn.scales_of(x.type), qnn.scales_of(w.type))
+    scale = np.atleast_1d(scale)
+    i32 = IntegerType(32)
+    if scale.size == 1:
+        q = UniformQuantizedType(storage_type=i32, expressed_type=F32, scale=float(scale[0]), zero_point=0)
+    else:
+        q = UniformQuantizedPerAxisType(storage_type=i32, expressed_type=F32, scales=tuple(map(float, scale)),
+                                        zero_points=(0,) * scale.size, quantized_dimension=0)
+    v = ctx.imp.stored_constant(np.ascontiguousarray(array), TensorType((channels,), q))
+    v.name_hint = ctx.imp.constant_name(ctx.idx(i))
+    return [v]
+
+
+def conv_2d(ctx: OpContext) -> None:
+    o = ctx.options
+    _rank(ctx, 0, 4, "input")
+    _rank(ctx, 1, 4, "filter")
+    _, h, w, c_in = ctx.dims(0)
+    c_out, kh, kw, c_group = ctx.tensor(1).shape
+    if c_in is None or c_group <= 0 or c_in % c_group:
+        raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {c_group} input channels, which do not "
+                               f"divide the input's {c_in}")
+    x = ctx.input(0, NCHW)
+    wt = _weights(ctx, 1, OIHW, "oihw")
+    strides = _positive("strides", (o.stride_h, o.stride_w))
+    dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
+    y = ctx.result_type(NCHW)
+    ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
+             pads=_pads(o.padding, (h, w), (kh, kw), strides, dilations), dilations=dilations,
+             group=c_in // c_group, activation=ctx.activation(o.fused_activation_function),
+             **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
+
+
+def depthwise_conv_2d(ctx: OpContext) -> None:
+    o = ctx.options
+    _rank(ctx, 0, 4, "input")
+    _rank(ctx, 1, 4, "filter")
+    _, h, w, c_in = ctx.dims(0)
+    one, kh, kw, c_out = ctx.tensor(1).shape
+    if one != 1 or c_in is None or c_in < 1 or c_out % c_in:
+        raise ModelFormatError(f"the depthwise filter '{ctx.tensor(1).name}' has shape {list(ctx.tensor(1).shape)}; "
+                               f"expected [1, KH, KW, C_out] with C_out a multiple of the input's {c_in} channels")
+    x = ctx.input(0, NCHW)
+    wt = _weights(ctx, 1, DEPTHWISE, "c1hw")
+    strides = _positive("strides", (o.stride_h, o.stride_w))
+    dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
+    y = ctx.result_type(NCHW)
+    # output channel c * depth_multiplier + m reads input channel c: exactly group = C_in
+    ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
+             pads=_pads(o.padding, (h, w), (kh, kw), strides, dilations), dilations=dilations, group=c_in,
+             activation=ctx.activation(o.fused_activation_function),
+             **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
+
+
+def fully_connected(ctx: OpContext) -> None:
+    o = ctx.options
+    if o.weights_format != FullyConnectedWeightsFormat.DEFAULT:
+        raise UnsupportedOpError(f"weights_format {o.weights_format.name} is not supported (only DEFAULT)")
+    _rank(ctx, 1, 2, "weights")
+    c_out, k = ctx.tensor(1).shape
+    shape, r = ctx.dims(0), ctx.rank(0)
+    if r == 0:
+        raise ModelFormatError(f"the input '{ctx.tensor(0).name}' is a scalar; FULLY_CONNECTED reads rows of K = {k}")
+    native = ctx.native_or_identity(0)
+    if not o.keep_num_dims and not (r == 2 and shape[-1] == k):
+        # TFLite flattens the input to [-1, K]; reshape whichever form holds the same element order
+        x = ctx.input(0, native if L.same_memory_order(shape, native) else L.identity(r))
+        total = None if None in shape else int(np.prod(shape, dtype=np.int64))
+        if total is not None and total % k:
+            raise ModelFormatError(f"the input '{ctx.tensor(0).name}' ({total} elements) does not flatten "
+                                   f"into rows of K = {k}")
+        x = ctx.helper(nn.RESHAPE, [x], "flat", shape=(-1, k))
+        perm = L.identity(2)
+    else:
+        # the op reads the last axis: any layout that keeps it last works
+        perm = native if native[-1] == r - 1 else L.identity(r)
+        x = ctx.input(0, perm)
+    wt = _weights(ctx, 1, L.identity(2))
+    y = ctx.result_type(perm)
+    ctx.emit(qnn.FULLY_CONNECTED, [x, wt, *_bias(ctx, 2, x, wt, c_out)], perm, y,
+             activation=ctx.activation(o.fused_activation_function),
+             **fixed_point(qnn.fc_real_multipliers(x.type, wt.type, y)))
+
+
+def _pool(opdef) -> Converter:
+    def convert(ctx: OpContext) -> None:
+        o = ctx.options
+        _rank(ctx, 0, 4, "input")
+        _, h, w, _ = ctx.dims(0)
+        kernel = _positive("filter size", (o.filter_height, o.filter_width))
+        strides = _positive("strides", (o.stride_h, o.stride_w))
+        ctx.emit(opdef, [ctx.input(0, NCHW)], NCHW, kernel_shape=kernel, strides=strides,
+                 pads=_pads(o.padding, (h, w), kernel, strides), activation=ctx.activation(o.fused_activation_function))
+    return convert
+
+
+def resize_bilinear(ctx: OpContext) -> None:
+    o = ctx.options
+    _rank(ctx, 0, 4, "input")
+    out = ctx.out_tensor
+    if ctx.has(1) and ctx.is_const(1):
+        sizes = ctx.const_ints(1, "size")
+    else:  # a size computed at run time: the declared output shape is all there is
+        sizes = tuple(out.shape[1:3]) if not out.shape_signature or min(out.shape_signature[1:3]) > 0 else ()
+    if len(sizes) != 2 or min(sizes) < 1:
+        raise ModelFormatError(f"the output size must be two positive values, found {list(sizes)}")
+    n, _, _, c = ctx.tensor(0).shape
+    if len(out.shape) != 4 or tuple(out.shape) != (n, *sizes, c):
+        raise ModelFormatError(f"the output '{out.name}' has shape {list(out.shape)}, expected "
+                               f"{[n, *sizes, c]} from the input and the size")
+    ctx.emit(qnn.RESIZE_BILINEAR, [ctx.input(0, NCHW)], NCHW, sizes=sizes, align_corners=o.align_corners,
+             half_pixel_centers=o.half_pixel_centers)
+
+
+CONVERTERS: dict[OP, Converter] = {
+    OP.CONV_2D: conv_2d,
+    OP.DEPTHWISE_CONV_2D: depthwise_conv_2d,
+    OP.FULLY_CONNECTED: fully_connected,
+    OP.MAX_POOL_2D: _pool(qnn.MAX_POOL),
+    OP.AVERAGE_POOL_2D: _pool(qnn.AVERAGE_POOL),
+    OP.RESIZE_BILINEAR: resize_bilinear,
+}
