@@ -86,8 +86,11 @@ def compare_tensors(ours: np.ndarray, theirs: np.ndarray, name: str, index: int,
 
 def _load_feeds(inputs: str | os.PathLike | Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
     if isinstance(inputs, (str, os.PathLike)):
-        with np.load(inputs) as npz:
-            feeds = {k: npz[k] for k in npz.files}
+        try:
+            with np.load(inputs, allow_pickle=False) as npz:
+                feeds = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, AttributeError) as e:   # missing, not an archive, a bare .npy
+            raise FeedError(f"{inputs}: cannot read the inputs as an .npz archive: {e}") from None
     else:
         feeds = {k: np.asarray(v) for k, v in inputs.items()}
     if set(feeds) != set(names):
@@ -112,8 +115,15 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     from .runtime import run
     from .runtime.interpreter import input_names
 
-    data = Path(model).read_bytes() if isinstance(model, (str, os.PathLike)) else bytes(model)
-    tfl = read_model(data)
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            data = Path(model).read_bytes()
+        except OSError as e:
+            raise QuantirError(f"{model}: cannot read the model: {e.strerror or e}") from None
+        source = str(model)
+    else:
+        data, source = bytes(model), "<bytes>"
+    tfl = read_model(data, source)
     imported = import_tflite(tfl)
     sub = tfl.subgraphs[0]
     in_names = [sub.tensors[i].name for i in sub.inputs]
