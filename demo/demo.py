@@ -7,7 +7,9 @@
 3. Evaluate fp32 and int8 top-1 on all 10,000 test images; quantize the same model with
    ONNX Runtime's quantize_static (MinMax, Entropy, Percentile; per-channel QDQ int8) on the
    same 500 images and evaluate those too.
-4. Write the int8 model (MLIR text and ONNX) and its summary to out/.
+4. Write the int8 model (MLIR text, ONNX QDQ, TFLite) and its summary to out/, and run the
+   .tflite in LiteRT's reference kernels on test images: every output element must equal
+   quantir's integer interpreter (`quantir verify` does the same from the command line).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from quantir.datasets.fashion_mnist import load_fashion_mnist, to_model_input  #
 MODEL = ROOT / "models" / "fashion_mnist_cnn.onnx"
 OUT = ROOT / "out"
 CALIBRATION_SAMPLES = 500
+VERIFY_SAMPLES = 2000   # LiteRT's reference kernels take ~7 ms per image here
 
 
 def evaluate(predict, images: np.ndarray, labels: np.ndarray, batch: int = 1000) -> float:
@@ -111,8 +114,30 @@ def main() -> int:
         written.append(best.save(OUT / "fashion_mnist_cnn.int8.onnx"))
     except Exception as e:  # the ONNX export of integer modules may be unavailable
         print(f"(ONNX export skipped: {e})")
+    tflite = best.save(OUT / "fashion_mnist_cnn.int8.tflite")
+    written.append(tflite)
     print("wrote " + ", ".join(str(p.relative_to(ROOT)) for p in written))
-    return 0
+    return verify_in_litert(tflite, test[:VERIFY_SAMPLES], test_y[:VERIFY_SAMPLES])
+
+
+def verify_in_litert(path: Path, images: np.ndarray, labels: np.ndarray) -> int:
+    try:
+        from quantir.verify import verify_tflite
+        t0 = time.perf_counter()
+        report = verify_tflite(path, {"input": images}, batch=500)
+    except Exception as e:  # LiteRT is an optional (oracle) dependency
+        print(f"(LiteRT check skipped: {e})")
+        return 0
+    seconds = time.perf_counter() - t0
+    from quantir.backends.tflite.litert import run_model
+    probs = np.concatenate([run_model(path.read_bytes(), [images[i:i + 500]])[0] for i in range(0, len(images), 500)])
+    out = report.outputs[0]
+    print(f"\nLiteRT (reference kernels) on {path.name}, first {len(images)} test images: top-1 "
+          f"{(probs.argmax(1) == labels).mean():.2%}; vs quantir's interpreter: {out.differing} of "
+          f"{len(images) * probs.shape[1]} output elements differ, "
+          f"{sum(d.differing for d in report.intermediates)} in {len(report.intermediates)} intermediate tensors "
+          f"({seconds:.0f} s)")
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

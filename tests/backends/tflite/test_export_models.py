@@ -133,3 +133,11 @@ def test_efficientnet_every_tensor_bit_exact_on_100_real_crops(effnet):
     result, name, photos = effnet
     x = photos.calibration_crops(100, seed=1)   # seeded crops of the real photos, not the calibration ones
     compare_every_tensor(result.module, export_tflite(result.module), {name: x}, batch=10)
+
+
+def test_spec_check_passes_on_the_written_models(fashion, effnet):
+    from quantir.frontends.tflite import import_tflite
+    from quantir.quantize.check import check_module
+    for result in (fashion[0], effnet[0]):
+        report = check_module(import_tflite(export_tflite(result.module).to_bytes()).module)
+        assert report.ok and report.checked > 20, [str(v) for v in report.violations]
