@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Function, Module, Operation, Value
-from ..ir.dialects import arith, nn, qnn, quant
+from ..ir.dialects import nn, qnn, quant
 from ..types import QuantizedType, TensorType, UniformQuantizedPerAxisType, UniformQuantizedType
 from . import spec
 
@@ -25,23 +25,13 @@ _KINDS = {
 }
 
 
-def _stored_values(v: Value) -> np.ndarray | None:
-    """The storage integers behind ``scast(arith.constant)``, when the value is such a constant."""
-    op = getattr(v, "op", None)
-    if op is not None and op.opdef is quant.SCAST:
-        src = getattr(op.operands[0], "op", None)
-        if src is not None and src.opdef is arith.CONSTANT:
-            return getattr(src.attributes.get("value"), "array", None)
-    return None
-
-
 def qparams_of(v: Value, axis_map: dict[int, int] | None = None) -> spec.QParams | None:
     t = v.type
     q = t.element_type if isinstance(t, TensorType) else t
     if not isinstance(q, QuantizedType):
         return spec.QParams(str(getattr(q, "numpy_dtype", q)))
     dtype = f"{'int' if q.is_signed else 'uint'}{q.storage_width}"
-    values = _stored_values(v)
+    values = quant.stored_constant(v)
     if isinstance(q, UniformQuantizedPerAxisType):
         axis = q.quantized_dimension
         return spec.QParams(dtype, np.asarray(q.scales), np.asarray(q.zero_points),

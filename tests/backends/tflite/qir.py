@@ -10,7 +10,7 @@ import numpy as np
 
 from quantir.ir import Block, Function, Module, Value, elements_attr
 from quantir.ir.attributes import StringAttr
-from quantir.ir.dialects import arith, func, qnn, quant
+from quantir.ir.dialects import arith, func, quant
 from quantir.numerics import quantize_multipliers
 from quantir.types import (FloatType, FunctionType, IntegerType, TensorType, UniformQuantizedPerAxisType,
                            UniformQuantizedType)

@@ -14,6 +14,7 @@ from quantir.backends.tflite.export import export_tflite
 from quantir.ir.dialects import nn, qnn
 from quantir.runtime import run
 
+from ...runtime.qkernels.qk_oracle import log_uniform, zero_points
 from .qir import I32, QFunction, feeds_for, per_axis, qt
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -22,13 +23,7 @@ from quantir.backends.tflite.litert import run_model_tensors  # noqa: E402
 pytestmark = pytest.mark.oracle
 
 H = settings(max_examples=12, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-zero_points = st.one_of(st.sampled_from([-128, 127, 0]), st.integers(-128, 127))
 ACTS = st.sampled_from(["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
-
-
-@st.composite
-def log_uniform(draw, lo, hi):
-    return float(np.float32(10.0 ** draw(st.floats(np.log10(lo), np.log10(hi)))))
 
 
 def assert_bit_exact(module, x: np.ndarray, io: str = "float") -> dict:

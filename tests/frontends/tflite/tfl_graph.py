@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
 
 from quantir.backends.tflite import BuiltinOperator, ModelBuilder, Quantization
 from quantir.frontends.tflite import TFLiteImport, import_tflite
 from quantir.runtime import input_names, output_names, run
 
 OP = BuiltinOperator
-
-
-def hsettings(n: int):
-    """Deterministic, database-free hypothesis settings with ``n`` examples."""
-    return settings(max_examples=n, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
 
 
 def q(scale, zero_point=0, axis: int = 0) -> Quantization:
@@ -100,23 +92,7 @@ def op_names(result: TFLiteImport) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Strategies: hypothesis picks the parameters that matter, a drawn seed drives numpy for data.
 
-zero_points = st.one_of(st.sampled_from([-128, 127, 0]), st.integers(-128, 127))
-seeds = st.integers(0, 2**32 - 1)
-
-
-@st.composite
-def log_uniform(draw, lo: float, hi: float):
-    e = draw(st.floats(np.log10(lo), np.log10(hi), allow_nan=False, allow_infinity=False))
-    return float(np.float32(10.0 ** e))
-
-
-def int8_data(rng: np.random.Generator, shape, lo: int = -128, hi: int = 127) -> np.ndarray:
-    """Uniform int8 data with about 5% of the elements at each end of ``[lo, hi]``."""
-    x = rng.integers(lo, hi + 1, size=shape)
-    u = rng.random(size=shape)
-    x[u < 0.05] = lo
-    x[u > 0.95] = hi
-    return x.astype(np.int8)
+from ...runtime.qkernels.qk_oracle import hsettings, int8_data, log_uniform, seeds, zero_points  # noqa: E402,F401
 
 
 def as_nchw_source(g: Graph, x: int, shape, scale, zp, name="pooled") -> int:

@@ -66,7 +66,7 @@ from quantir.backends.tflite.schema import (
 from quantir.backends.tflite.writer import ModelBuilder
 from quantir.errors import QuantirError, UnsupportedOpError
 from quantir.ir import Function, Module, Operation, Value
-from quantir.ir.dialects import arith, func, nn, qnn, quant
+from quantir.ir.dialects import func, nn, qnn, quant
 from quantir.ir.dialects.nn_conv import window_geometry
 from quantir.types import FloatType, QuantizedType, TensorType, UniformQuantizedPerAxisType
 
@@ -138,16 +138,6 @@ def _dtype(v: Value) -> np.dtype:
                              "(only int8/int32 quantized and float32 tensors are written)")
 
 
-def _stored_constant(v: Value) -> np.ndarray | None:
-    """The storage integers of ``scast(arith.constant)`` (or a plain constant's array)."""
-    op = getattr(v, "op", None)
-    if op is not None and op.opdef is quant.SCAST:
-        op = getattr(op.operands[0], "op", None)
-    if op is not None and op.opdef is arith.CONSTANT:
-        return getattr(op.attributes.get("value"), "array", None)
-    return None
-
-
 class _Exporter:
     def __init__(self, fn: Function, io: str):
         if io not in ("float", "int8"):
@@ -206,7 +196,7 @@ class _Exporter:
         have = self.forms.get(v, {})
         if form in have:
             return have[form]
-        data = _stored_constant(v)
+        data = quant.stored_constant(v)
         if data is not None:
             arr = np.asarray(data)
             arr = arr.transpose(NHWC_PERM) if form is Form.NHWC else arr
@@ -264,8 +254,8 @@ class _Exporter:
         for op in self.fn.ops:
             if op.opdef is func.RETURN:
                 ret = op
-            elif op.opdef is arith.CONSTANT or (op.opdef is quant.SCAST and _stored_constant(op.results[0]) is not None):
-                continue   # written where used, in the form the user needs
+            elif quant.stored_constant(op.results[0]) is not None:
+                continue   # constants are written where used, in the form the user needs
             elif op.opdef is quant.QCAST and op.operands[0] in int8_args:
                 continue
             elif op.opdef is quant.DCAST and self.io == "int8" and self._returned_only(op.results[0]):
@@ -334,7 +324,7 @@ def _same_or_valid(pads, hw, kernel, strides, dilations=(1, 1)) -> Padding | Non
 def conv(ex: _Exporter, op: Operation) -> None:
     x, w = op.operands[0], op.operands[1]
     xs, ws = x.type.shape, w.type.shape
-    weights = _stored_constant(w)
+    weights = quant.stored_constant(w)
     if weights is None:
         raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights")
     group = int(op.attr("group") or 1)
@@ -362,7 +352,7 @@ def conv(ex: _Exporter, op: Operation) -> None:
         bias_q = _quantization(bias_v)
         if per_tensor_w:
             bias_q = Quantization(bias_q.scale[:1], bias_q.zero_point[:1])
-        bias = ex.constant(np.asarray(_stored_constant(bias_v), np.int32), f"{bias_v.name_hint or 'bias'}", bias_q)
+        bias = ex.constant(np.asarray(quant.stored_constant(bias_v), np.int32), f"{bias_v.name_hint or 'bias'}", bias_q)
     else:   # a zero bias: LiteRT's kernels want one; its scale is input x weight by definition
         s_in = np.float32(_qtype(x).scale)
         s_w = np.atleast_1d(np.float32(qnn.scales_of(w.type)))
@@ -384,7 +374,7 @@ def conv(ex: _Exporter, op: Operation) -> None:
 
 def fully_connected(ex: _Exporter, op: Operation) -> None:
     x, w = op.operands[0], op.operands[1]
-    weights = _stored_constant(w)
+    weights = quant.stored_constant(w)
     if weights is None:
         raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights")
     inputs = [ex.get(x, Form.ASIS), ex.constant(np.asarray(weights), w.name_hint or "weights", _quantization(w))]
@@ -393,7 +383,7 @@ def fully_connected(ex: _Exporter, op: Operation) -> None:
         q = _quantization(b)
         if not isinstance(_qtype(w), UniformQuantizedPerAxisType):
             q = Quantization(q.scale[:1], q.zero_point[:1])
-        inputs.append(ex.constant(np.asarray(_stored_constant(b), np.int32), b.name_hint or "bias", q))
+        inputs.append(ex.constant(np.asarray(quant.stored_constant(b), np.int32), b.name_hint or "bias", q))
     else:
         inputs.append(-1)
     keep = len(x.type.shape) > 2

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...errors import VerifyError
 from ...types import (FloatType, IntegerType, QuantizedType, TensorType, Type,
                       check_quantized_container)
 from ..core import Operation, Value
+from . import arith
 from ..opdef import AttrKind, AttrSpec, OpDef, Operand, Result, Trait, TypeConstraint, close_dialect, register
 
 
@@ -98,6 +101,16 @@ def _verify_scast(op: Operation) -> str | None:
     if element_type(quant_side).storage_type != element_type(int_side):
         raise VerifyError("storage type in quantized type expected to match integer type", op.loc)
     _check_container(op, quant_side)
+    return None
+
+
+def stored_constant(v: Value) -> np.ndarray | None:
+    """The storage integers behind ``scast(arith.constant)`` (a plain constant's own array), else None."""
+    op = getattr(v, "op", None)
+    if op is not None and op.opdef is SCAST:
+        op = getattr(op.operands[0], "op", None)
+    if op is not None and op.opdef is arith.CONSTANT:
+        return getattr(op.attributes.get("value"), "array", None)
     return None
 
 
