@@ -98,7 +98,6 @@ def _bias(ctx: OpContext, i: int, x: Value, w: Value, channels: int) -> list[Val
 
 
 def conv_2d(ctx: OpContext) -> None:
-    o = ctx.options
     _rank(ctx, 0, 4, "input")
     _rank(ctx, 1, 4, "filter")
     _, h, w, c_in = ctx.dims(0)
@@ -106,19 +105,10 @@ def conv_2d(ctx: OpContext) -> None:
     if c_in is None or c_group <= 0 or c_in % c_group:
         raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {c_group} input channels, which do not "
                                f"divide the input's {c_in}")
-    x = ctx.input(0, NCHW)
-    wt = _weights(ctx, 1, OIHW, "oihw")
-    strides = _positive("strides", (o.stride_h, o.stride_w))
-    dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
-    y = ctx.result_type(NCHW)
-    ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
-             pads=_pads(o.padding, (h, w), (kh, kw), strides, dilations), dilations=dilations,
-             group=c_in // c_group, activation=ctx.activation(o.fused_activation_function),
-             **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
+    _emit_conv(ctx, OIHW, "oihw", c_in // c_group, c_out, (h, w), (kh, kw))
 
 
 def depthwise_conv_2d(ctx: OpContext) -> None:
-    o = ctx.options
     _rank(ctx, 0, 4, "input")
     _rank(ctx, 1, 4, "filter")
     _, h, w, c_in = ctx.dims(0)
@@ -126,14 +116,20 @@ def depthwise_conv_2d(ctx: OpContext) -> None:
     if one != 1 or c_in is None or c_in < 1 or c_out % c_in:
         raise ModelFormatError(f"the depthwise filter '{ctx.tensor(1).name}' has shape {list(ctx.tensor(1).shape)}; "
                                f"expected [1, KH, KW, C_out] with C_out a multiple of the input's {c_in} channels")
+    # output channel c * depth_multiplier + m reads input channel c: exactly group = C_in
+    _emit_conv(ctx, DEPTHWISE, "c1hw", c_in, c_out, (h, w), (kh, kw))
+
+
+def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, khw) -> None:
+    """One qnn.conv (NCHW) from CONV_2D or DEPTHWISE_CONV_2D, whose options share these fields."""
+    o = ctx.options
     x = ctx.input(0, NCHW)
-    wt = _weights(ctx, 1, DEPTHWISE, "c1hw")
+    wt = _weights(ctx, 1, layout, suffix)
     strides = _positive("strides", (o.stride_h, o.stride_w))
     dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
     y = ctx.result_type(NCHW)
-    # output channel c * depth_multiplier + m reads input channel c: exactly group = C_in
     ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
-             pads=_pads(o.padding, (h, w), (kh, kw), strides, dilations), dilations=dilations, group=c_in,
+             pads=_pads(o.padding, hw, khw, strides, dilations), dilations=dilations, group=group,
              activation=ctx.activation(o.fused_activation_function),
              **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
 
