@@ -52,7 +52,8 @@ def view(op: Operation) -> spec.QuantizedOp | None:
     if op.opdef is qnn.CONV:
         depthwise = _is_depthwise(op)
         kind = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
-        axis_map = {0: 3} if depthwise else None
+        # IR OIHW -> TFLite OHWI (conv) or [1, KH, KW, C] (depthwise): report axes in TFLite's terms
+        axis_map = {0: 3, 1: 0, 2: 1, 3: 2} if depthwise else {0: 0, 1: 3, 2: 1, 3: 2}
         inputs = [qparams_of(op.operands[0]), qparams_of(op.operands[1], axis_map)]
         inputs += [qparams_of(v) for v in op.operands[2:]]
     elif op.opdef in _KINDS:

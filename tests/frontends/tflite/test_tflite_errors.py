@@ -236,3 +236,17 @@ def test_bias_without_quantization_gets_the_scale_litert_uses():
     conv = next(op for op in fn.ops if op.name == "qnn.conv")
     assert conv.operands[2].type.element_type.scales == (0.125, 0.0625)
     assert check_module(fn).ok
+
+
+def test_conv_weights_quantized_on_the_wrong_axis_are_reported_in_tflite_terms():
+    """CONV_2D per-axis weights must use dim 0 (output channels); dim 3 (input channels) is flagged as dim 3."""
+    g = Graph()
+    x = g.input("x", (1, 4, 4, 3), 0.05)
+    ws = np.array([0.01, 0.02, 0.03], np.float32)
+    w = g.const("filter", np.ones((2, 3, 3, 3), np.int8), ws, 0, axis=3)
+    b = g.const("bias", np.zeros(2, np.int32), np.float32(0.05) * ws[:1])
+    y = g.act("y", (1, 4, 4, 2), 0.1)
+    g.op(OP.CONV_2D, [x, w, b], [y], Conv2DOptions(padding=Padding.SAME))
+    report = check_module(import_tflite(g.finish([y])).module)
+    assert "CONV_2D 'y' input 1: per-axis weights must be quantized along dimension 0, found 3" in \
+        [str(v) for v in report.violations]
