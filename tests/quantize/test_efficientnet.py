@@ -45,9 +45,10 @@ def test_top1_agrees_with_fp32_on_every_real_photo(quantized):
 def test_logits_cosine(quantized):
     _, ref, got = quantized
     cos = np.sum(ref * got, 1) / np.linalg.norm(ref, axis=1) / np.linalg.norm(got, axis=1)
-    # measured: mean 0.994, worst photo (rocket) 0.987 with minmax on 64 crops
-    assert cos.mean() >= 0.99, cos
-    assert cos.min() >= 0.985, cos
+    # measured with minmax on 64 crops: without bias correction mean 0.994, worst photo (rocket)
+    # 0.988; with the default bias correction ("weights") mean 0.998, worst (motorcycle) 0.9955
+    assert cos.mean() >= 0.995, cos
+    assert cos.min() >= 0.99, cos
 
 
 def test_sqnr_is_reported_for_every_layer(quantized):

@@ -5,23 +5,34 @@ observed tensor exposed as an output (the numpy interpreter is the reference and
 fallback). Each observed tensor feeds streaming observers, so memory does not grow with the
 number of samples. A ``CalibrationCallback`` then turns a region's observations into the
 range of its output; callbacks see a ``CalibrationInfo`` with the region's float inputs and
-outputs on real samples, as the RFC describes, and never ask the user for initial guesses.
+outputs on real samples, and their quantized counterparts (what the integer graph computes
+with the parameters decided so far), as the RFC describes, and never ask the user for
+initial guesses.
+
+The inputs of every conv and fully-connected layer also get a ``SampleMeanObserver`` when
+bias correction is on (``Config.bias_correction``): the solver needs each tap's expected input.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..ir import Function, Value
+from ..errors import CalibrationError, QuantirError
+from ..ir import Function, Operation, Value
 from ..ir.dialects import arith
+from ..ir.dialects.nn_conv import window_geometry
 from ..types import FloatType, TensorType
 from .config import Config
 from .data import DatasetManager, InputSpec
 from .methods import METHODS, Method, MinMaxOptions, Range, compute_range
-from .observers import HistogramObserver, MinMaxObserver, Observer
+from .observers import HistogramObserver, MinMaxObserver, Observer, SampleMeanObserver
 from .patterns import Annotation, Region
+
+if TYPE_CHECKING:   # the solver and the lowering import this module; these are for annotations only
+    from .lower import IntegerTrace
+    from .solver import ActParams, WeightParams
 
 
 def ensure_names(fn: Function) -> None:
@@ -52,6 +63,24 @@ def constant_array(v: Value) -> np.ndarray | None:
     return None
 
 
+WEIGHTED_PATTERNS = ("conv", "gemm", "matmul_bias")   # patterns with constant weights and a bias
+
+
+def weighted_input(region: Region) -> Value | None:
+    """The activation input of a conv/FC region (None for other regions)."""
+    return region.match["x"] if region.pattern.name in WEIGHTED_PATTERNS else None
+
+
+def conv_window(op: Operation, kernel: Sequence[int]) -> dict:
+    """Strides, pads ``(begin..., end...)`` and dilations of a conv/pool op, as LiteRT needs them."""
+    spatial = op.operands[0].type.shape[2:]
+    g = window_geometry(spatial, kernel, {k: op.attr(k) for k in ("strides", "pads", "dilations", "auto_pad")},
+                        ceil_mode=bool(op.attr("ceil_mode")) if "ceil_mode" in op.opdef.attributes else False)
+    if any(p is None for p in g.pads_begin + g.pads_end):
+        raise QuantirError(f"'{op.label or op.name}': padding depends on a dynamic spatial size")
+    return {"strides": g.strides, "pads": tuple(g.pads_begin) + tuple(g.pads_end), "dilations": g.dilations}
+
+
 def observed_values(annotation: Annotation) -> list[Value]:
     """Every float tensor whose range decides a quantization parameter."""
     out: dict[int, Value] = {}
@@ -65,12 +94,19 @@ def observed_values(annotation: Annotation) -> list[Value]:
 
 @dataclass
 class Statistics:
-    """Observers per observed value, plus the samples kept for ``CalibrationInfo``."""
+    """Observers per observed value, plus the samples kept for ``CalibrationInfo``.
+
+    ``means``: per conv/FC input, its mean over all samples (bias correction ``"weights"``);
+    ``kept_means``: the same over the kept samples only (``"empirical"``, which compares them
+    with the integer graph's values on those samples).
+    """
 
     observers: dict[Value, list[Observer]]
     num_samples: int
     kept: list[dict[str, np.ndarray]] = field(default_factory=list)   # a few feeds for callbacks
     make_engine: "EngineFactory | None" = None
+    means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
+    kept_means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
 
     def range(self, value: Value, config: Config) -> Range:
         obs = self.observers[value]
@@ -104,9 +140,16 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     ensure_names(fn)
     values = observed_values(annotation)
     observers = {v: _make_observers(v, config) for v in values}
-    engine = make_engine(fn, [v.name_hint for v in values], config.engine)
+    corrected = [] if config.bias_correction == "off" else \
+        list({id(x): x for r in annotation.regions if (x := weighted_input(r)) is not None
+              and constant_array(x) is None}.values())
+    means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected}
+    kept_means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected} \
+        if config.bias_correction == "empirical" else {}
+    engine = make_engine(fn, list({v.name_hint: None for v in [*values, *corrected]}), config.engine)
     specs = input_specs(fn)
     kept: list[dict[str, np.ndarray]] = []
+    kept_n = 0
     seen = 0
     batches: Iterator = dataset.batches(specs, config.batch_size, config.max_samples)
     progress = _progress(config, dataset)
@@ -117,14 +160,20 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
             for o in obs:
                 o.update(array)
         n = next(iter(batch.values())).shape[0]
+        keep = kept_n < keep_samples
+        for v, m in means.items():
+            m.update(results[v.name_hint])
+            if keep and v in kept_means:
+                kept_means[v].update(results[v.name_hint])
         seen += n
-        if sum(next(iter(k.values())).shape[0] for k in kept) < keep_samples:
+        if keep:
             kept.append(batch)
+            kept_n += n
         if progress is not None:
             progress.update(n)
     if progress is not None:
         progress.close()
-    return Statistics(observers, seen, kept, make_engine)
+    return Statistics(observers, seen, kept, make_engine, means, kept_means)
 
 
 def _progress(config: Config, dataset: DatasetManager):
@@ -144,14 +193,61 @@ def _progress(config: Config, dataset: DatasetManager):
 class CalibrationInfo:
     """What a callback may look at for one region: its observers and real samples.
 
-    ``float_inputs()``/``float_output()`` run the fp32 function on the kept calibration
-    samples. (The RFC's quantized counterparts are not implemented yet.)
+    Float side: ``float_inputs()``/``float_output()`` run the fp32 function on the kept
+    calibration samples (``Statistics.kept``, the first ``keep_samples`` of the dataset).
+
+    Quantized side: ``quantized_inputs()``/``quantized_output()`` are what the *integer*
+    graph computes on the same samples, given the parameters decided so far (``params``):
+    the solver visits regions in program order, so every region upstream of this one has its
+    output parameters, weight scales and corrected bias, and the graph up to this region is
+    lowered with them (``lower.Lowerer``, the same code as the final lowering) and run by the
+    reference interpreter with LiteRT's integer kernels. Results are **dequantized float32
+    arrays** ``scale * (q - zero_point)``, one row per sample; ``input_params()`` gives the
+    ``(scale, zero_point)`` to recover the stored integers exactly
+    (``q = round(x / scale) + zero_point``). The integer graph is evaluated incrementally and
+    only when a callback asks, so callbacks that never ask cost nothing.
+
+    A region's weights (scales, corrected bias) are decided before its callback runs, so
+    ``quantized_output()`` is the op the final module will contain, but for its output
+    parameters. The values are bit-identical to the final module's whenever the parameters
+    they depend on do not change later, which holds in particular when the callbacks keep
+    the configured method's ranges. What can change them: the inputs and outputs of pooling,
+    reshape or concatenation share one set of parameters (a same-scale class, ``solver``);
+    members not decided yet count with their observed range, so a later callback that
+    returns another range for one of them changes the parameters of tensors that earlier
+    callbacks saw. The trace only moves forward: ask for a region's values from its own
+    callback.
+
+    Example: a callback that picks, among a few clipped ranges, the one whose *integer*
+    output is closest to float (the RFC's use case for quantized outputs)::
+
+        >>> import numpy as np, quantir as qr
+        >>> from quantir.text import parse_module
+        >>> model = parse_module('''
+        ... func.func @main(%x: tensor<?x2x4x4xf32> {quantir.name = "x"}) -> (tensor<?x2x4x4xf32> {quantir.name = "y"}) {
+        ...   %w = arith.constant dense<[[[[0.5]], [[-0.25]]], [[[0.125]], [[1.0]]]]> : tensor<2x2x1x1xf32>
+        ...   %b = arith.constant dense<[0.1, -0.2]> : tensor<2xf32>
+        ...   %0 = "nn.conv"(%x, %w, %b) : (tensor<?x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<?x2x4x4xf32>
+        ...   %1 = "nn.relu"(%0) : (tensor<?x2x4x4xf32>) -> tensor<?x2x4x4xf32>
+        ...   return %1 : tensor<?x2x4x4xf32>
+        ... }''')
+        >>> def best_of_clipped(info):
+        ...     ref, full = info.float_output(), info.output_range()
+        ...     candidates = [Range(full.rmin * f, full.rmax * f) for f in (1.0, 0.9, 0.8)]
+        ...     error = [np.mean((info.quantized_output(r) - ref) ** 2) for r in candidates]
+        ...     return candidates[int(np.argmin(error))]
+        >>> x = np.random.default_rng(0).normal(size=(64, 2, 4, 4)).astype(np.float32)
+        >>> result = qr.quantize(model, {"x": x}, qr.Config(callback=best_of_clipped, progress=False))
+        >>> result.spec_report().ok, result.cast_counts()
+        (True, (1, 1))
     """
 
     region: Region
     statistics: Statistics
     config: Config
     _fn: Function
+    params: "Mapping[Value, ActParams | WeightParams]" = field(default_factory=dict)   # decided so far
+    _trace: "IntegerTrace | None" = None
 
     def _run(self, values: Sequence[Value]) -> list[np.ndarray]:
         engine = self.statistics.make_engine(self._fn, [v.name_hint for v in values], "interpreter")
@@ -166,6 +262,39 @@ class CalibrationInfo:
 
     def output_range(self) -> Range:
         return self.statistics.range(self.region.output, self.config)
+
+    # -- the integer graph (RFC: quantized layer inputs and outputs) --------------------------
+    def _integer(self) -> "IntegerTrace":
+        if self._trace is None or not self.statistics.kept:
+            raise CalibrationError(
+                f"region '{self.region.label}': quantized values need the kept calibration samples and the "
+                "solver's integer trace; call the callback through quantir.quantize.solver.solve")
+        return self._trace
+
+    def input_params(self) -> list["ActParams"]:
+        """The parameters of each input as the integer graph holds it (decided so far)."""
+        return [self.params[v] for v in self.region.inputs]
+
+    def quantized_inputs(self) -> list[np.ndarray]:
+        """Each input as the integer graph computes it on the kept samples, dequantized (float32).
+
+        A constant input comes back quantized and dequantized, without a sample axis. Each
+        input has its own parameters (``input_params()``); ops that requantize their inputs
+        (CONCATENATION to its output's) do so inside the op, as in the integer module.
+        """
+        return [np.concatenate(b) if isinstance(b, list) else b
+                for b in self._integer().inputs(self.region)]
+
+    def quantized_output(self, candidate: Range | None = None) -> np.ndarray:
+        """The region's integer op on its quantized inputs, dequantized (float32).
+
+        The output parameters come from ``candidate`` (default: ``output_range()``, the
+        configured method's range), as the solver would derive them from a returned range
+        (joined with the ranges of the output's same-scale class, if any); ops with a fixed
+        output (softmax, logistic, tanh) ignore it.
+        """
+        rng = self.output_range() if candidate is None else candidate
+        return np.concatenate(self._integer().output(self.region, (float(rng.rmin), float(rng.rmax))))
 
 
 class CalibrationCallback(Protocol):

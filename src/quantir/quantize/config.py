@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Callable, Literal
 
 from .methods import MethodOptions, options_for
 
 Engine = Literal["ort", "interpreter"]
+BiasCorrection = Literal["off", "weights", "empirical"]
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,16 @@ class Config:
 
     The defaults follow the LiteRT int8 spec: per-channel symmetric int8 weights, asymmetric
     per-tensor int8 activations, int32 bias, ranges from min/max over the calibration data.
+
+    ``bias_correction`` folds the mean output error of every conv/FC into its int32 bias
+    (see ``quantize.solver``, "Bias correction"): ``"weights"`` (default) removes ``E[(W_q - W) x]``, the error
+    that rounding the weights adds on average, from the float inputs' means (nearly free);
+    ``"empirical"`` removes ``E[W_q x_q] - E[W x]`` with ``x_q`` the inputs the integer graph
+    actually computes on the kept calibration samples (it runs the integer graph once: slower,
+    and also corrects the bias that upstream activation rounding propagates); ``"off"``.
+
+    ``callback`` replaces the calibration method for every region output: a function of a
+    ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
     >>> Config(method="percentile", exclude=("head/Gemm",)).method_options.percentile
     99.999
@@ -28,6 +39,8 @@ class Config:
     batch_size: int = 32                      # samples per calibration batch
     max_samples: int | None = None            # stop after this many calibration samples
     progress: bool = True                     # show a progress bar while calibrating
+    bias_correction: BiasCorrection = "weights"   # off | weights | empirical (see above)
+    callback: Callable[[Any], Any] | None = None  # CalibrationInfo -> Range per region output; None: `method`
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -36,6 +49,8 @@ class Config:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.engine not in ("ort", "interpreter"):
             raise ValueError(f"engine must be 'ort' or 'interpreter', got {self.engine!r}")
+        if self.bias_correction not in ("off", "weights", "empirical"):
+            raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 
     def excludes(self, label: str | None, op_name: str) -> bool:
         return op_name in self.exclude or (label is not None and label in self.exclude)

@@ -11,26 +11,32 @@ fed by the *quantized* versions of its inputs; a float op keeps running in float
 
 So a fully quantized CNN keeps one ``qcast`` per input and one ``dcast`` per output, and a
 float op in the middle costs exactly one dcast before it and one qcast after it. Weights are
-symmetric int8 per output channel (narrow range), bias int32 with scale input × weight, and
-conv/FC/requantize carry their fixed-point (multiplier, shift) pairs as attributes.
+symmetric int8 per output channel (narrow range) with the scales the solver chose
+(``solver.WeightParams``), bias int32 with scale input × weight (the solver's corrected bias),
+and conv/FC/requantize carry their fixed-point (multiplier, shift) pairs as attributes.
+
+The same ``Lowerer`` also lowers *segments* — one region or one float op, with its live
+inputs as function arguments — which ``IntegerTrace`` runs one after another on the kept
+calibration samples: the integer graph evaluated region by region while the solver is still
+deciding, so ``CalibrationInfo`` can show callbacks the quantized inputs and outputs.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import QuantirError
-from ..ir import Block, Function, Operation, Value, elements_attr, verify_function
+from ..ir import Block, Function, Operation, StringAttr, Value, elements_attr, verify_function
 from ..ir.dialects import arith, func, nn, qnn, quant
-from ..ir.dialects.nn_conv import window_geometry
-from ..numerics import (bias_qparams, quantize_bias, quantize_multipliers, quantize_tflite, quantize_weights,
-                        symmetric_weight_qparams)
-from ..types import FloatType, IntegerType, TensorType, Type, UniformQuantizedPerAxisType, UniformQuantizedType
-from .calibrate import constant_array
+from ..numerics import (asymmetric_qparams, bias_qparams, dequantize, quantize_bias, quantize_multipliers,
+                        quantize_tflite)
+from ..types import (FloatType, FunctionType, IntegerType, TensorType, Type, UniformQuantizedPerAxisType,
+                     UniformQuantizedType)
+from .calibrate import EngineFactory, constant_array, conv_window, input_specs
 from .config import Config
 from .patterns import Annotation, Region
-from .solver import ActParams
+from .solver import ActParams, Params, WeightParams, quantized_weights, region_weights, weight_params
 
 I8, I32, F32 = IntegerType(8), IntegerType(32), FloatType("f32")
 
@@ -41,20 +47,43 @@ def act_type(params: ActParams, like: Type) -> TensorType:
 
 
 class Lowerer:
-    def __init__(self, fn: Function, annotation: Annotation, params: dict[Value, ActParams], config: Config):
+    """Builds the integer function. ``arguments`` (a segment): the source values that become the
+    function's arguments, with their types (a quantized type binds the integer version of the
+    value, a float type its float version); the caller then lowers ops and calls ``finish``."""
+
+    def __init__(self, fn: Function, annotation: Annotation, params: Params, config: Config,
+                 arguments: Sequence[tuple[Value, Type]] | None = None):
         self.src = fn
         self.annotation = annotation
         self.params = params
         self.config = config
-        self.fn = Function(fn.name, fn.type, body=Block([a.type for a in fn.arguments]),
-                           arg_attrs=[dict(a) for a in fn.arg_attrs], res_attrs=[dict(r) for r in fn.res_attrs],
-                           attributes=dict(fn.attributes), loc=fn.loc)
         self.floats: dict[Value, Value] = {}
         self.quants: dict[Value, Value] = {}
         self.requants: dict[tuple[int, float, int], Value] = {}
-        for old, new in zip(fn.arguments, self.fn.arguments):
+        if arguments is None:
+            self.fn = Function(fn.name, fn.type, body=Block([a.type for a in fn.arguments]),
+                               arg_attrs=[dict(a) for a in fn.arg_attrs], res_attrs=[dict(r) for r in fn.res_attrs],
+                               attributes=dict(fn.attributes), loc=fn.loc)
+            bound = [(old, old.type) for old in fn.arguments]
+        else:
+            types = [t for _, t in arguments]
+            self.fn = Function(f"{fn.name}_segment", FunctionType(tuple(types), ()), body=Block(types),
+                               arg_attrs=[{"quantir.name": StringAttr(f"in{i}")} for i in range(len(types))])
+            bound = list(arguments)
+        for (old, t), new in zip(bound, self.fn.arguments):
             new.name_hint = old.name_hint
-            self.floats[old] = new
+            if isinstance(t, TensorType) and isinstance(t.element_type, UniformQuantizedType):
+                self.quants[old] = new
+            else:
+                self.floats[old] = new
+
+    def finish(self, outputs: Sequence[Value]) -> Function:
+        """End a segment: return ``outputs`` (named ``out0``, ``out1``...), verified."""
+        self.emit(func.RETURN.build(list(outputs), []))
+        self.fn.res_attrs = [{"quantir.name": StringAttr(f"out{i}")} for i in range(len(outputs))]
+        self.fn.update_type()
+        verify_function(self.fn)
+        return self.fn
 
     # -- building helpers ---------------------------------------------------------------------
     def emit(self, op: Operation, like: Operation | None = None) -> Operation:
@@ -122,22 +151,22 @@ class Lowerer:
         return act_type(self.params[region.output], region.output.type)
 
     # -- weights ------------------------------------------------------------------------------
-    def weights(self, w: np.ndarray, bias: np.ndarray | None = None, input_scale: float | None = None) -> Value:
-        """Symmetric narrow-range int8 weights, per output channel (dim 0) unless per_channel=False.
+    def weight_params(self, r: Region, x: Value) -> tuple[np.ndarray, WeightParams]:
+        """The region's weights (output channel first) and their parameters: the solver's when it
+        decided them, else computed here without bias correction (e.g. hand-made params)."""
+        w, b = region_weights(r)
+        wp = self.params.get(r.match.values["w"])
+        if not isinstance(wp, WeightParams):
+            wp = weight_params(w, b, float(qnn.scales_of(x.type)), self.config.per_channel)
+        return w, wp
 
-        With a bias, a channel's weight scale is raised where needed so its int32 bias stays
-        within ±2^30 (LiteRT's converter does the same): a near-zero weight channel would
-        otherwise get a tiny scale (the 1e-6 floor), a bias of billions of steps, and an
-        accumulator that overflows int32.
-        """
+    def weights(self, w: np.ndarray, wp: WeightParams) -> Value:
+        """Symmetric narrow-range int8 weights: per output channel (dim 0) when the scale is an
+        array, per tensor when it is a scalar."""
         w = np.asarray(w, np.float32)
-        axis = 0 if self.config.per_channel else None
-        scale, _ = symmetric_weight_qparams(w, axis=axis)
-        if bias is not None and input_scale is not None:
-            need = np.abs(np.asarray(bias, np.float64).reshape(-1)) / (np.float64(input_scale) * 2.0 ** 30)
-            need = need if axis == 0 else need.max(initial=0.0)
-            scale = np.maximum(np.asarray(scale, np.float64), need).astype(np.float32)
-        ints = quantize_weights(w, scale, axis=axis)
+        scale = wp.scale
+        axis = 0 if np.ndim(scale) else None
+        ints = quantized_weights(w, wp)
         if axis is None:
             qt: Type = UniformQuantizedType(storage_type=I8, expressed_type=F32, scale=float(scale), zero_point=0,
                                             storage_min=-127, storage_max=127)
@@ -172,12 +201,16 @@ class Lowerer:
             elif region is None:
                 self.copy_float(op)
             elif op is region.root:
-                out = LOWERINGS[region.pattern.name](self, region)
-                out.name_hint = f"{region.output.name_hint}__q"
-                out.op.label = out.op.label or region.label
-                self.quants[region.output] = out
+                self.lower_region(region)
         verify_function(self.fn)
         return self.fn
+
+    def lower_region(self, region: Region) -> Value:
+        out = LOWERINGS[region.pattern.name](self, region)
+        out.name_hint = f"{region.output.name_hint}__q"
+        out.op.label = out.op.label or region.label
+        self.quants[region.output] = out
+        return out
 
     def copy_float(self, op: Operation) -> None:
         new = Operation(op.opdef, [self.floating(v) for v in op.operands], [r.type for r in op.results],
@@ -190,15 +223,6 @@ class Lowerer:
 
 # -- lowerings, one per pattern -------------------------------------------------------------------
 
-def _window(op: Operation, kernel) -> dict:
-    spatial = op.operands[0].type.shape[2:]
-    g = window_geometry(spatial, kernel, {k: op.attr(k) for k in ("strides", "pads", "dilations", "auto_pad")},
-                        ceil_mode=bool(op.attr("ceil_mode")) if "ceil_mode" in op.opdef.attributes else False)
-    if any(p is None for p in g.pads_begin + g.pads_end):
-        raise QuantirError(f"'{op.label or op.name}': padding depends on a dynamic spatial size")
-    return {"strides": g.strides, "pads": tuple(g.pads_begin) + tuple(g.pads_end), "dilations": g.dilations}
-
-
 def _fixed_point(real: np.ndarray) -> dict:
     m, s = quantize_multipliers(real)
     return {"multiplier": m.tolist(), "shift": s.tolist()}
@@ -206,13 +230,12 @@ def _fixed_point(real: np.ndarray) -> dict:
 
 def lower_conv(lw: Lowerer, r: Region) -> Value:
     conv = r.match.ops["op"]
-    w_arr = r.match.consts["w"]
     x = lw.input(r.match["x"])
-    b_arr = r.match.consts.get("b")
-    w = lw.weights(w_arr, b_arr, qnn.scales_of(x.type))
-    b = lw.bias(b_arr, x, w, w_arr.shape[0])
+    w_arr, wp = lw.weight_params(r, x)
+    w = lw.weights(w_arr, wp)
+    b = lw.bias(wp.bias, x, w, w_arr.shape[0])
     y_t = lw.out_type(r)
-    attrs = _window(conv, w_arr.shape[2:])
+    attrs = conv_window(conv, w_arr.shape[2:])
     op = qnn.CONV.build([x, w] + ([b] if b is not None else []), [y_t], group=conv.attr("group") or 1,
                         activation=r.activation, **attrs, **_fixed_point(qnn.conv_real_multipliers(x.type, w.type, y_t)))
     return lw.emit(op, conv).result
@@ -220,18 +243,10 @@ def lower_conv(lw: Lowerer, r: Region) -> Value:
 
 def lower_fc(lw: Lowerer, r: Region) -> Value:
     op = r.match.ops["op"]
-    w_arr = np.asarray(r.match.consts["w"], np.float32)
-    b_arr = r.match.consts.get("b")
-    if op.opdef is nn.GEMM:
-        w_arr = w_arr if op.attr("trans_b") else w_arr.T
-        w_arr = w_arr * np.float32(op.attr("alpha"))
-        if b_arr is not None:
-            b_arr = np.asarray(b_arr, np.float32) * np.float32(op.attr("beta"))
-    else:
-        w_arr = w_arr.T
     x = lw.input(r.match["x"])
-    w = lw.weights(np.ascontiguousarray(w_arr), b_arr, qnn.scales_of(x.type))
-    b = lw.bias(b_arr, x, w, w_arr.shape[0])
+    w_arr, wp = lw.weight_params(r, x)
+    w = lw.weights(w_arr, wp)
+    b = lw.bias(wp.bias, x, w, w_arr.shape[0])
     y_t = lw.out_type(r)
     new = qnn.FULLY_CONNECTED.build([x, w] + ([b] if b is not None else []), [y_t], activation=r.activation,
                                     **_fixed_point(qnn.fc_real_multipliers(x.type, w.type, y_t)))
@@ -256,7 +271,7 @@ def _pool(opdef) -> Callable[[Lowerer, Region], Value]:
     def lower(lw: Lowerer, r: Region) -> Value:
         op = r.match.ops["op"]
         kernel = op.attr("kernel_shape")
-        attrs = _window(op, kernel)
+        attrs = conv_window(op, kernel)
         x = lw.input(r.match["x"])
         return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"],
                                    pads=attrs["pads"]), op).result
@@ -314,5 +329,127 @@ LOWERINGS: dict[str, Callable[[Lowerer, Region], Value]] = {
 }
 
 
-def lower(fn: Function, annotation: Annotation, params: dict[Value, ActParams], config: Config) -> Function:
+def lower(fn: Function, annotation: Annotation, params: Params, config: Config) -> Function:
     return Lowerer(fn, annotation, params, config).run()
+
+
+# -- the integer graph, region by region (CalibrationInfo's quantized values) --------------------
+
+class IntegerTrace:
+    """The integer graph evaluated step by step on the kept calibration samples.
+
+    A step is one region (lowered at its root, exactly as ``lower`` does) or one float op;
+    each runs as a small function of its live inputs in the reference interpreter (through
+    ``make_engine(..., "interpreter")``: the runtime layer sits above this one). Values are
+    stored as the lowering would hold them — a region output as int8 with the parameters
+    decided when it ran, a float op's result as float — per kept batch, and dropped after
+    their last use. ``params`` is read when a step runs, so each step sees the solver's
+    decisions up to that point. Nothing runs until a caller asks for a region's values.
+    """
+
+    def __init__(self, fn: Function, annotation: Annotation, params: Params, config: Config,
+                 samples: Sequence[Mapping[str, np.ndarray]], make_engine: EngineFactory):
+        self.src, self.annotation, self.params, self.config = fn, annotation, params, config
+        self.make_engine = make_engine
+        self.num_batches = len(samples)
+        self.env: dict[Value, tuple[Type, list[np.ndarray]]] = {}
+        for spec_, arg in zip(input_specs(fn), fn.arguments):
+            self.env[arg] = (arg.type, [np.asarray(s[spec_.name]) for s in samples])
+        # steps: (region or None, op); a region runs at its root, its other ops are skipped
+        self.steps: list[tuple[Region | None, Operation]] = []
+        self.step_of: dict[Operation, int] = {}   # region root -> step
+        for op in fn.ops:
+            if op.opdef in (arith.CONSTANT, func.RETURN):
+                continue
+            region = annotation.region_of(op)
+            if region is not None and op is not region.root:
+                continue
+            if region is not None:
+                self.step_of[region.root] = len(self.steps)
+            self.steps.append((region, op))
+        self.last_use: dict[Value, int] = {}
+        for i, step in enumerate(self.steps):
+            for v in self._uses(step):
+                self.last_use[v] = i
+        for v in fn.outputs:
+            self.last_use[v] = len(self.steps)
+        self.pos = 0
+
+    @staticmethod
+    def _uses(step: tuple[Region | None, Operation]) -> list[Value]:
+        region, op = step
+        values = region.inputs if region is not None else op.operands
+        return [v for v in values if constant_array(v) is None]
+
+    # -- public -------------------------------------------------------------------------------
+    def inputs(self, region: Region) -> list[list[np.ndarray] | np.ndarray]:
+        """Each input of ``region``, quantized with its own parameters, dequantized: a list of
+        float32 arrays per kept batch, or one array for a constant input."""
+        self._advance(self.step_of[region.root])
+        out: list[list[np.ndarray] | np.ndarray] = []
+        for v in region.inputs:
+            p = self.params[v]
+            array = constant_array(v)
+            if array is not None:
+                out.append(dequantize(quantize_tflite(array, np.float32(p.scale), p.zero_point), p.scale, p.zero_point))
+                continue
+            t, batches = self.env[v]
+            if t != act_type(p, v.type):
+                ((t, batches),) = self._run([v], lambda lw: [lw.quantized(v, p)], self.params)
+            out.append([dequantize(b, p.scale, p.zero_point) for b in batches])
+        return out
+
+    def output(self, region: Region, candidate: tuple[float, float]) -> list[np.ndarray]:
+        """``region``'s integer op on its quantized inputs, with output parameters from the
+        ``candidate`` range; dequantized float32, per kept batch."""
+        self._advance(self.step_of[region.root])
+        if hasattr(self.params, "with_candidate"):   # the solver's view: joins same-scale classes, fixed outputs
+            params = self.params.with_candidate(region.output, candidate)
+        else:                                         # a plain mapping: asymmetric parameters of the candidate
+            params = {**self.params, region.output: _params_of(candidate)}
+        live = self._uses((region, region.root))
+        ((_, batches),) = self._run(live, lambda lw: [lw.lower_region(region)], params)
+        p = params[region.output]
+        return [dequantize(b, p.scale, p.zero_point) for b in batches]
+
+    # -- stepping -----------------------------------------------------------------------------
+    def _advance(self, target: int) -> None:
+        """Run every step before ``target`` (steps already run are not repeated)."""
+        if target < self.pos:
+            raise QuantirError("the integer trace only moves forward: ask for regions in program order")
+        while self.pos < target:
+            region, op = self.steps[self.pos]
+            live = self._uses((region, op))
+            if region is not None:
+                results = [region.output]
+                (value,) = self._run(live, lambda lw: [lw.lower_region(region)], self.params)
+                self.env[region.output] = value
+            else:
+                results = list(op.results)
+
+                def emit(lw: Lowerer, op=op) -> list[Value]:
+                    lw.copy_float(op)
+                    return [lw.floats[r] for r in op.results]
+                for r, value in zip(results, self._run(live, emit, self.params)):
+                    self.env[r] = value
+            for v in [*live, *results]:
+                if self.last_use.get(v, -1) <= self.pos:
+                    self.env.pop(v, None)
+            self.pos += 1
+
+    def _run(self, live: Sequence[Value], emit: Callable[[Lowerer], list[Value]],
+             params: Params) -> list[tuple[Type, list[np.ndarray]]]:
+        """Lower a segment (``live`` as arguments, ``emit`` builds the body) and run it per batch."""
+        lw = Lowerer(self.src, self.annotation, params, self.config,
+                     arguments=[(v, self.env[v][0]) for v in live])
+        outs = emit(lw)
+        segment = lw.finish(outs)
+        engine = self.make_engine(segment, [], "interpreter")
+        results = [engine.run({f"in{i}": self.env[v][1][b] for i, v in enumerate(live)})
+                   for b in range(self.num_batches)]
+        return [(o.type, [r[f"out{k}"] for r in results]) for k, o in enumerate(outs)]
+
+
+def _params_of(rng: tuple[float, float]) -> ActParams:
+    scale, zp = asymmetric_qparams(*rng)
+    return ActParams(float(scale), int(zp), False, *rng)

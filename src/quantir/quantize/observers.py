@@ -10,6 +10,7 @@ observer                            keeps                                used by
 ``MinMaxObserver``                  running min and max (tensor/channel)  ``minmax``
 ``MovingAverageMinMaxObserver``     EMA of per-batch min/max, exact too   ``minmax`` (QAT style)
 ``HistogramObserver``               growing histograms of x and of |x|    every method
+``SampleMeanObserver``              mean over the samples, per position   bias correction
 ==================================  ===================================  =======================
 
 Contract shared by every observer
@@ -73,6 +74,7 @@ __all__ = [
     "MovingAverageMinMaxObserver",
     "HistogramObserver",
     "Histogram",
+    "SampleMeanObserver",
 ]
 
 _UNNAMED = "<unnamed>"
@@ -467,3 +469,58 @@ class HistogramObserver(Observer):
         if self._abs is None:
             return self.histogram.fold_abs()
         return self._abs.snapshot(max(-self._min, self._max, 0.0))
+
+
+class SampleMeanObserver(Observer):
+    """The mean over samples (axis 0) of every position of one sample: shape ``x.shape[1:]``.
+
+    Not a range statistic: it feeds bias correction, which needs the expected input of each
+    conv tap (``E[x[c, h, w]]``, padding taken into account by the consumer) rather than a
+    per-channel mean, so borders stay exact. Sums are float64; memory is one float64 sample.
+    Every batch must have the shape of the first one past axis 0. ``range()`` is the
+    ``(min, max)`` of the mean itself, to honour the observer contract.
+    """
+
+    def __init__(self, *, name: str = _UNNAMED):
+        super().__init__(name=name)
+        self._sum: np.ndarray | None = None
+        self.num_samples = 0
+
+    def update(self, x: np.ndarray) -> None:
+        x = np.asarray(x)
+        if not np.issubdtype(x.dtype, np.floating) or x.ndim == 0:
+            x = self._validated(x)   # raises for a non-float dtype
+            raise CalibrationError(f"tensor {self.name!r}: a sample mean needs a batch axis, got a scalar")
+        if x.size:
+            if self._sum is not None and x.shape[1:] != self._sum.shape:
+                raise CalibrationError(
+                    f"tensor {self.name!r}: batch of shape {x.shape} does not match the sample shape "
+                    f"{self._sum.shape} of earlier batches"
+                )
+            # summed in the input's precision over one batch (float32: error ~ batch * 6e-8,
+            # far below the int8 step), then accumulated in float64 across batches
+            with np.errstate(over="ignore"):
+                s = x.sum(axis=0, dtype=np.float32 if x.dtype == np.float16 else None)
+            if not np.isfinite(s).all():
+                self._validated(x)                       # NaN/Inf in x: raises with the counts
+                s = x.sum(axis=0, dtype=np.float64)      # finite values whose sum overflowed
+            s = s.astype(np.float64)
+            self._sum = s if self._sum is None else self._sum + s
+            self.num_samples += x.shape[0]
+            self.num_values += x.size
+        self.num_batches += 1
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float64 array of one sample's shape."""
+        self._require_data()
+        return self._sum / self.num_samples
+
+    @property
+    def is_constant(self) -> bool:
+        m = self.mean
+        return bool(m.min() == m.max())
+
+    def range(self) -> tuple[float, float]:
+        m = self.mean
+        return float(m.min()), float(m.max())
