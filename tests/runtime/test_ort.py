@@ -175,3 +175,25 @@ def test_importing_runtime_does_not_import_onnxruntime():
     result = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": env_path, "PATH": ""},
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr or "onnxruntime was imported"
+
+
+def test_sessions_do_not_spin_unless_asked():
+    from quantir.runtime.ort import DEFAULT_SESSION_CONFIG
+    assert DEFAULT_SESSION_CONFIG == {"session.intra_op.allow_spinning": "0"}
+    seen = []
+    import quantir.runtime.ort as ort_module
+    real = ort_module._session
+
+    def spy(model, providers, threads, config):
+        seen.append(dict(config))
+        return real(model, providers, threads, config)
+    try:
+        ort_module._session = spy
+        OrtExecutor(chain())
+        OrtExecutor(chain(), session_config={"session.intra_op.allow_spinning": "1", "session.use_env_allocators": "0"})
+    finally:
+        ort_module._session = real
+    assert seen[0] == {"session.intra_op.allow_spinning": "0"}
+    assert seen[1] == {"session.intra_op.allow_spinning": "1", "session.use_env_allocators": "0"}
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    np.testing.assert_array_equal(OrtExecutor(chain()).run({"x": x})["y"], 2 * x)
