@@ -133,10 +133,13 @@ class Result:
         return "\n".join(lines)
 
     # -- output ---------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike, *, format: str | None = None, io: str = "float") -> Path:
+    def save(self, path: str | os.PathLike, *, format: str | None = None, io: str = "float",
+             activations: str = "int8") -> Path:
         """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .tflite,
-        .json). ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator". ``io`` is the
-        .tflite interface: "float" (QUANTIZE in, DEQUANTIZE out) or "int8"."""
+        .json). ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator";
+        ``activations`` their storage: "int8" (the module's own) or "uint8" (the same real values
+        with zero points + 128, which ONNX Runtime on x86 runs fully in integer kernels). ``io``
+        is the .tflite interface: "float" (QUANTIZE in, DEQUANTIZE out) or "int8"."""
         from .fileio import atomic_write
         p = Path(path)
         if p.suffix == ".mlir":
@@ -144,7 +147,7 @@ class Result:
             atomic_write(p, print_module(self.module).encode())
         elif p.suffix == ".onnx":
             from .backends.onnx import save_quantized  # type: ignore[attr-defined]
-            save_quantized(self.module, p, format=format or "qdq")
+            save_quantized(self.module, p, format=format or "qdq", activations=activations)
         elif p.suffix == ".tflite":
             from .backends.tflite.export import save_tflite
             save_tflite(self.module, p, io=io)

@@ -13,6 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour of an integer model")
     p.add_argument("--io", choices=("float", "int8"), default="float", help=".tflite interface (see quantize)")
+    p.add_argument("--activations", choices=("int8", "uint8"), default="int8", help="ONNX activation storage")
 
 
 def _is_integer(module) -> bool:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write(out, print_module(module).encode())
     elif out.suffix == ".onnx" and _is_integer(module):
         from ..backends.onnx import save_quantized  # type: ignore[attr-defined]
-        save_quantized(module, out, format=args.format)
+        save_quantized(module, out, format=args.format, activations=args.activations)
     elif out.suffix == ".onnx":
         from ..backends.onnx import save_onnx
         save_onnx(module, out)

@@ -9,6 +9,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
+    p.add_argument("--activations", choices=("int8", "uint8"), default="int8",
+                   help="ONNX activation storage: int8 (default) or uint8 (same values, zero point + 128; "
+                        "ONNX Runtime on x86 fuses it fully)")
+    p.add_argument("--bias-correction", choices=("off", "weights", "empirical"), default="weights",
+                   help="fold each conv/FC's mean output error into its bias: from the weights' rounding "
+                        "(default), measured on the integer graph (empirical, slower), or off")
     p.add_argument("--io", choices=("float", "int8"), default="float",
                    help=".tflite interface: float32 through QUANTIZE/DEQUANTIZE (default) or int8 tensors")
     p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="minmax",
@@ -27,9 +33,10 @@ def run(args: argparse.Namespace) -> int:
     from ..quantize.config import Config
 
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
-                    engine=args.engine, max_samples=args.max_samples, progress=not args.quiet)
+                    engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
+                    bias_correction=args.bias_correction)
     result = quantize(args.model, args.data, config)
-    result.save(args.output, format=args.format, io=args.io)
+    result.save(args.output, format=args.format, io=args.io, activations=args.activations)
     if args.summary:
         result.save(args.summary)
     if not args.quiet:

@@ -10,6 +10,7 @@ naming the input and the sample index.
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -137,10 +138,14 @@ def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         try:
-            with np.load(path) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as e:
+            loaded = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:   # missing, empty, not numpy's format
             raise CalibrationError(f"cannot read calibration data '{path}': {e}") from None
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise CalibrationError(f"calibration data '{path}' is a single .npy array; save an .npz keyed by "
+                                   "input name (np.savez(path, input=samples))")
+        with loaded as npz:
+            arrays = {k: npz[k] for k in npz.files}
         description = path
     elif isinstance(data, np.ndarray):
         arrays = {input_name or "": data}

@@ -293,7 +293,10 @@ class _Solver:
             self.weights[key] = (region, s_in, self.region_weight_params(region, x, s_in))
         if id(region.output) not in self.ranges:
             r = callback(info)
-            self.ranges[id(region.output)] = (float(r.rmin), float(r.rmax))
+            lo, hi = float(r.rmin), float(r.rmax)
+            if region.pattern.kind == "HARD_SWISH":
+                lo, hi = _hard_swish_range(lo, hi, self.act_params(region.inputs[0]).scale)
+            self.ranges[id(region.output)] = (lo, hi)
 
     def region_weight_params(self, region: Region, x: Value, s_in: float) -> WeightParams:
         w, b = region_weights(region)
@@ -327,6 +330,14 @@ class _Solver:
                 wp = weight_params(w, b, s_final, self.config.per_channel, wp.correction)
             out[key] = wp
         return out
+
+
+def _hard_swish_range(lo: float, hi: float, input_scale: float) -> tuple[float, float]:
+    """LiteRT's HARD_SWISH Prepare refuses ``s_in / (128 · s_out) >= 1``: an output range much
+    narrower than the input's (say inputs down to -1000, where hard-swish is 0) is widened
+    upwards until ``s_out >= s_in / 127``."""
+    need = 255.0 * input_scale / 127.0
+    return (lo, lo + need) if hi - lo < need else (lo, hi)
 
 
 class _Decided(Mapping):
