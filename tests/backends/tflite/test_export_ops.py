@@ -3,7 +3,7 @@
 Hypothesis draws the parameters that break things: multipliers near 1 and tiny, zero points
 at -128/127, per-axis weight scales spanning 1e3, odd sizes, SAME/VALID/explicit padding.
 Every IR value the export binds (inputs, intermediates, outputs, in NHWC or the IR's layout)
-is compared element by element.
+is compared element by element, and every model passes ``quantir check`` when read back.
 """
 import numpy as np
 import pytest
@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quantir.backends.tflite.export import export_tflite
+from quantir.frontends.tflite import import_tflite
+from quantir.quantize.check import check_module
 from quantir.ir.dialects import nn, qnn
 from quantir.runtime import run
 
@@ -44,6 +46,9 @@ def assert_bit_exact(module, x: np.ndarray, io: str = "float") -> dict:
         assert mine.shape == theirs[idx].shape, (n, mine.shape, theirs[idx].shape)
         bad = np.count_nonzero(mine != theirs[idx])
         assert bad == 0, f"{n}: {bad} of {mine.size} elements differ from LiteRT"
+    # what quantir writes passes its own spec check, read back through the TFLite frontend
+    report = check_module(import_tflite(ex.model).module)
+    assert report.ok, [str(v) for v in report.violations]
     return {"model": ex.model, "outputs": outs}
 
 

@@ -495,8 +495,13 @@ def qcast(ex: _Exporter, op: Operation) -> None:
     _elementwise(OP.QUANTIZE)(ex, op)
 
 
+def dcast(ex: _Exporter, op: Operation) -> None:
+    # in the IR's layout: a float result feeds outputs or float code, and moving int8 is 4x cheaper
+    ex.emit(OP.DEQUANTIZE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS)
+
+
 RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
-    quant.QCAST: qcast, quant.DCAST: _elementwise(OP.DEQUANTIZE), qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
+    quant.QCAST: qcast, quant.DCAST: dcast, qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
     qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
     qnn.ADD: _binary(OP.ADD, AddOptions), qnn.SUB: _binary(OP.SUB, SubOptions), qnn.MUL: _binary(OP.MUL, MulOptions),
     qnn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D), qnn.MAX_POOL: _pool(OP.MAX_POOL_2D),
