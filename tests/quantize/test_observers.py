@@ -238,3 +238,187 @@ def test_extreme_magnitudes_stay_exact_and_finite():
         for opts in (PercentileOptions(), EntropyOptions(), MseOptions(), MseOptions(symmetric=True)):
             rmin, rmax = compute_range(opts, obs)
             assert -1e300 <= rmin <= rmax <= 1.7e308
+
+
+# -- fast paths must not change a single count ---------------------------------------------------
+
+def _reference_indices(x: np.ndarray, e: int, lo: int) -> np.ndarray:
+    """``floor(x / 2**e) - lo`` as the float64 computation gives it (exact for float32 ``x``)."""
+    return (np.floor(np.ldexp(x.astype(np.float64), -e)) - lo).astype(np.int64)
+
+
+def _adversarial_window(e: int, lo: int, bins: int, rng: np.random.Generator) -> np.ndarray:
+    """float32 values of the window ``[lo * 2**e, (lo + bins) * 2**e)``: every representable edge,
+    its float32 neighbours, midpoints, signed zeros, subnormals and random bit patterns."""
+    f32 = np.finfo(np.float32)
+    k = np.arange(lo, lo + bins + 1, dtype=np.float64)
+    edges = np.ldexp(k, e)
+    edges = edges[np.abs(edges) <= float(f32.max)].astype(np.float32)
+    mids = np.ldexp(k + 0.5, e)
+    mids = mids[np.abs(mids) <= float(f32.max)].astype(np.float32)
+    tiny = np.array([0.0, -0.0, 2.0**-149, -(2.0**-149), 2.0**-126, -(2.0**-126), 3 * 2.0**-149,
+                     -(2.0**-127), float(f32.max), -float(f32.max)], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        scaled = (rng.uniform(lo, lo + bins, 4000) * 2.0**e).astype(np.float32)
+    up, down = np.nextafter(edges, np.float32(np.inf)), np.nextafter(edges, np.float32(-np.inf))
+    x = np.concatenate([edges, up, down, mids, tiny, bits[np.isfinite(bits)], scaled])
+    wide = x.astype(np.float64)
+    return x[(wide >= np.ldexp(float(lo), e)) & (wide < np.ldexp(float(lo + bins), e))]
+
+
+@pytest.mark.parametrize("e", [-127, -126, -125, -100, -60, -24, -23, -1, 0, 1, 5, 23, 24, 60, 100, 125, 126])
+@pytest.mark.parametrize("bins", [16, 2048])
+def test_float32_indices_equal_the_float64_computation(e, bins):
+    """The float32 scaling of ``_GrowingHistogram._indices`` gives the float64 indices bit for bit:
+    at and next to every bin edge, for huge and tiny magnitudes, -0.0 and underflowing quotients."""
+    from quantir.quantize.observers import _GrowingHistogram
+
+    rng = np.random.default_rng(e + 1000 * bins)
+    for lo in (1 - bins, -bins // 2, -1, 0):  # the window always contains 0: -bins < lo <= 0
+        x = _adversarial_window(e, lo, bins, rng)
+        assert x.size and x.dtype == np.float32
+        g = _GrowingHistogram(bins)
+        g.exponent, g.lo = e, lo
+        want = _reference_indices(x, e, lo)
+        assert want.min() >= 0 and want.max() < bins
+        for data, nonneg in ((x, False), (x[~(x < 0)], True)):
+            for dtype in (np.float32, np.float64):
+                got = g._indices(data, np.empty(data.size, dtype), np.empty(data.size, np.intp), nonneg)
+                np.testing.assert_array_equal(got, _reference_indices(data, e, lo))
+
+
+@pytest.mark.parametrize("e", [-127, -126, -60, -23, -1, 0, 1, 5, 24, 100, 125, 126])
+@pytest.mark.parametrize("d", [-2, -1, 0, 1, 3])
+def test_signed_and_abs_histograms_counted_in_one_pass(e, d):
+    """``_add_signed_and_abs`` counts x and |x| as two float64 binnings would, whichever width is
+    finer (``d``: exponent of the |x| histogram minus the signed one's), edges and -0.0 included."""
+    from quantir.quantize.observers import _add_signed_and_abs, _GrowingHistogram
+
+    bins = 64
+    e_a = e + d
+    rng = np.random.default_rng((e + 200) * 10 + d + 5)
+    for lo in (1 - bins, -bins // 2, -1, 0):
+        x = np.concatenate([_adversarial_window(e, lo, bins, rng), _adversarial_window(e_a, -bins // 2, bins, rng)])
+        wide = x.astype(np.float64)
+        x = x[(wide >= np.ldexp(float(lo), e)) & (wide < np.ldexp(float(lo + bins), e))
+              & (np.abs(wide) < np.ldexp(float(bins), e_a))]
+        if not x.size:
+            continue
+        want_s = np.bincount(_reference_indices(x, e, lo), minlength=bins)
+        want_a = np.bincount(_reference_indices(np.abs(x), e_a, 0), minlength=bins)
+        lo_v, hi_v = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+        for data in (x, x.astype(np.float64)):
+            signed, absolute = _GrowingHistogram(bins), _GrowingHistogram(bins)
+            signed.exponent, signed.lo, absolute.exponent, absolute.lo = e, lo, e_a, 0
+            _add_signed_and_abs(signed, absolute, data, lo_v, hi_v)
+            assert (signed.exponent, signed.lo, absolute.exponent, absolute.lo) == (e, lo, e_a, 0)
+            np.testing.assert_array_equal(signed.counts, want_s)
+            np.testing.assert_array_equal(absolute.counts, want_a)
+
+
+def _assert_same_observation(a: HistogramObserver, b: HistogramObserver) -> None:
+    for ha, hb in ((a.histogram, b.histogram), (a.abs_histogram, b.abs_histogram)):
+        np.testing.assert_array_equal(ha.counts, hb.counts)
+        np.testing.assert_array_equal(ha.edges, hb.edges)
+        assert (ha.zero_index, ha.width) == (hb.zero_index, hb.width)
+    assert (a.min, a.max, a.zero_count, a.num_values) == (b.min, b.max, b.zero_count, b.num_values)
+
+
+_any_f32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+_wild_batches = st.lists(hnp.arrays(np.float32, st.integers(0, 60), elements=_any_f32),
+                         min_size=1, max_size=5).filter(lambda bs: sum(b.size for b in bs) > 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(_batches, _wild_batches), st.sampled_from([16, 64, 2048]), st.booleans())
+def test_float32_data_observed_as_float64_would_be(batches, bins, nonneg_first):
+    """float32 batches take the float32 path; the same values as float64 the float64 one. Both
+    (and an observer whose |x| histogram never shares the signed one) see the same histograms."""
+    if nonneg_first:  # exercise the shared |x| histogram, then its split at the first negative
+        batches = [np.abs(b) for b in batches[:-1]] + batches[-1:]
+    fast, wide, unshared = (HistogramObserver(bins=bins, name="x") for _ in range(3))
+    unshared._abs_shared = False
+    for b in batches:
+        fast.update(b)
+        wide.update(b.astype(np.float64))
+        unshared.update(b)
+    _assert_same_observation(fast, wide)
+    _assert_same_observation(fast, unshared)
+    everything = np.concatenate(batches).astype(np.float64)
+    for hist, data in ((fast.histogram, everything), (fast.abs_histogram, np.abs(everything))):
+        if hist.width > 0:
+            np.testing.assert_array_equal(np.histogram(data, bins=hist.edges)[0], hist.counts)
+
+
+def test_abs_histogram_shared_until_the_first_negative_value():
+    obs = HistogramObserver(bins=64, name="relu")
+    obs.update(np.array([0.0, -0.0, 0.5, 3.0, 2.0], np.float32))
+    obs.update(np.array([1.0, 7.5], np.float32))
+    assert obs._abs_shared  # |x| == x so far: counted once
+    np.testing.assert_array_equal(obs.abs_histogram.counts, obs.histogram.counts)
+    obs.update(np.array([-9.0, 4.0], np.float32))
+    assert not obs._abs_shared
+    data = np.abs(np.array([0.0, -0.0, 0.5, 3.0, 2.0, 1.0, 7.5, -9.0, 4.0]))
+    h = obs.abs_histogram
+    np.testing.assert_array_equal(np.histogram(data, bins=h.edges)[0], h.counts)
+    assert obs.zero_count == 2 and obs.histogram.total == 9
+
+
+def test_nan_and_inf_per_channel_found_from_the_channel_extremes():
+    obs = MinMaxObserver(axis=1, name="w")
+    obs.update(np.ones((2, 3), np.float32))
+    for bad, counts in ((np.nan, "1 NaN and 0 Inf"), (-np.inf, "0 NaN and 1 Inf"), (np.inf, "0 NaN and 1 Inf")):
+        x = np.ones((2, 3), np.float32)
+        x[1, 2] = bad
+        with pytest.raises(CalibrationError, match=rf"'w'.*batch 1 .*holds {counts} values out of 6"):
+            obs.update(x)
+    # a bad batch that also has the wrong channel count is reported for its values first
+    x = np.full((2, 4), np.nan)
+    with pytest.raises(CalibrationError, match="holds 8 NaN"):
+        obs.update(x)
+    assert obs.num_batches == 1 and obs.num_values == 6
+
+
+@pytest.mark.parametrize("make", [MinMaxObserver, HistogramObserver])
+@pytest.mark.parametrize("bad, counts", [(np.nan, "1 NaN and 0 Inf"), (np.inf, "0 NaN and 1 Inf"),
+                                         (-np.inf, "0 NaN and 1 Inf")])
+def test_one_bad_value_deep_inside_a_large_batch_is_found(make, bad, counts):
+    """Batches larger than one chunk are swept chunk by chunk; a NaN or Inf in any chunk counts."""
+    from quantir.quantize.observers import _CHUNK
+
+    x = np.linspace(-1.0, 1.0, 3 * _CHUNK + 5, dtype=np.float32)
+    obs = make(name="big")
+    obs.update(x)
+    assert obs.range() == (-1.0, 1.0)
+    y = x.copy()
+    y[2 * _CHUNK + 3] = bad
+    with pytest.raises(CalibrationError, match=rf"'big'.*batch 1 .*holds {counts} values out of {x.size}"):
+        obs.update(y.reshape(1, -1))
+    assert obs.num_values == x.size and obs.range() == (-1.0, 1.0)
+    if isinstance(obs, HistogramObserver):
+        assert obs.zero_count == 0 and obs.histogram.total == x.size
+
+
+def test_multi_chunk_batches_equal_one_shot_references():
+    from quantir.quantize.observers import _CHUNK
+
+    rng = np.random.default_rng(7)
+    n = 2 * _CHUNK + 1234
+    relu = np.maximum(rng.normal(size=n), 0).astype(np.float32)           # shares |x| with x
+    signed = (rng.standard_t(3, size=n) * 1e-3).astype(np.float32)         # its own |x| histogram
+    signed[::97] = 0.0
+    signed[5::89] = -0.0
+    obs, wide = HistogramObserver(name="x"), HistogramObserver(name="x")
+    for b in (relu, signed, relu * 50):
+        obs.update(b.reshape(2, -1, 1))
+        wide.update(b.astype(np.float64))
+    _assert_same_observation(obs, wide)
+    everything = np.concatenate([relu, signed, relu * 50]).astype(np.float64)
+    for hist, data in ((obs.histogram, everything), (obs.abs_histogram, np.abs(everything))):
+        np.testing.assert_array_equal(np.histogram(data, bins=hist.edges)[0], hist.counts)
+    assert obs.zero_count == np.count_nonzero(everything == 0)
+    assert (obs.min, obs.max) == (everything.min(), everything.max())
+    mm = MinMaxObserver(name="x")
+    mm.update(signed)
+    assert (mm.min, mm.max) == (signed.min(), signed.max())

@@ -147,3 +147,19 @@ def test_builtin_canonical_forms(text, canonical):
 @pytest.mark.parametrize("name", FLOAT_TYPE_NAMES)
 def test_every_float_keyword_parses(name):
     assert parse_type(name) == FloatType(name)
+
+
+@pytest.mark.parametrize("name", FLOAT_TYPE_NAMES)
+def test_cached_float_limits_are_the_exact_limits_rounded(name):
+    """max_finite/min_denormal are computed once per format; every instance gets the same doubles."""
+    def to_double(q: Fraction) -> float:
+        try:
+            return float(q)
+        except OverflowError:
+            return math.inf
+
+    t, again = FloatType(name), FloatType(name)
+    for _ in range(2):
+        assert t.max_finite == again.max_finite == to_double(t.exact_max_finite)
+        assert t.min_denormal == again.min_denormal == to_double(t.exact_min_denormal)
+        assert type(t.max_finite) is float and type(t.min_denormal) is float

@@ -177,3 +177,35 @@ def test_types_work_as_dict_keys():
     d = {uniform("i8", "f32", scale=0.5): "a", parse_type("tensor<2x!quant.any<i8>>"): "b"}
     assert d[parse_type("!quant.uniform<i8:f32, 0.5>")] == "a"
     assert d[parse_type("tensor<2x!quant<any<i8>>>")] == "b"
+
+
+@pytest.mark.parametrize("scales,zero_points,message", [
+    ([1.0] * 500 + [1e-50] + [2.0] * 499, None, "scale 1.000000e-50 out of expressed type range"),
+    ([math.nan, 1e-50, 1.0], None, "scale 1.000000e-50 out of expressed type range"),  # NaN first: min() is NaN
+    ([1.0, math.nan, 1e39], None, "scale 1.000000e+39 out of expressed type range"),
+    ([math.nan, 1e39], None, "scale 1.000000e+39 out of expressed type range"),
+    ([1.0, 1e-50, "x"], None, "scale 1.000000e-50 out of expressed type range"),  # the first bad one
+    ([1.0, "x", 1e-50], None, "expected a float scale, got 'x'"),
+    ([1.0, True], None, "expected a float scale, got True"),
+    ([1.0, 2.0], [0, 2**63], "integer value too large"),
+    ([1.0, 2.0], [0, True], "expected an integer, got True"),
+    ([1.0, 2.0], [0.0, 1], "expected an integer, got 0.0"),
+])
+def test_per_axis_checks_every_channel_in_order(scales, zero_points, message):
+    """Many channels are checked as a whole when they are plain in-range numbers; otherwise channel
+    by channel, so the first bad one is reported, as before."""
+    with pytest.raises(VerifyError, match=re.escape(message)):
+        UniformQuantizedPerAxisType(storage_type=i8, expressed_type=f32, scales=scales,
+                                    zero_points=zero_points, quantized_dimension=0)
+
+
+def test_per_axis_normalises_numpy_scalars_and_keeps_nan():
+    t = UniformQuantizedPerAxisType(storage_type=i8, expressed_type=f32, quantized_dimension=0,
+                                    scales=[np.float64(0.5), 0.25, math.nan, np.float32(2.0)],
+                                    zero_points=[np.int64(3), 0, -1, np.int8(5)])
+    assert [type(s) for s in t.scales] == [float] * 4 and [type(z) for z in t.zero_points] == [int] * 4
+    assert t.scales[:2] == (0.5, 0.25) and math.isnan(t.scales[2]) and t.zero_points == (3, 0, -1, 5)
+    many = UniformQuantizedPerAxisType(storage_type=i8, expressed_type=f32, quantized_dimension=0,
+                                       scales=[2.0**-149, 3.4028234663852886e38] * 300,
+                                       zero_points=[-(2**63), 2**63 - 1] * 300)
+    assert many.num_channels == 600 and many.scales[:2] == (2.0**-149, 3.4028234663852886e38)

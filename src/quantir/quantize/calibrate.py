@@ -117,10 +117,15 @@ class Statistics:
 
 
 def _make_observers(value: Value, config: Config) -> list[Observer]:
-    observers: list[Observer] = [MinMaxObserver(name=value.name_hint)]
+    """The observers of one tensor: what the configured method needs, nothing more.
+
+    A ``HistogramObserver`` keeps the exact min and max too (``range()`` equals a
+    ``MinMaxObserver``'s), so histogram methods get no extra ``MinMaxObserver``: a ``minmax``
+    range asked of their statistics (``Statistics.range`` falls back to ``obs[0]``) is the same.
+    """
     if METHODS[Method(config.method)].observer is HistogramObserver:
-        observers.append(HistogramObserver(name=value.name_hint))
-    return observers
+        return [HistogramObserver(name=value.name_hint)]
+    return [MinMaxObserver(name=value.name_hint)]
 
 
 class Engine(Protocol):

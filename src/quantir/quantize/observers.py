@@ -47,7 +47,10 @@ two and the histogram stores counts for a window of ``bins`` consecutive indices
 The first width is the smallest power of two that fits ``[min(0, xmin), max(0, xmax)]`` of the
 first batch that is not all zeros (earlier all-zero batches are held as a count) into the
 window, so the data occupy between half and all of the window, before and after any growth.
-Values are binned in float64 chunks of ``2**17``, which keeps temporaries in cache.
+Values are binned in chunks of ``2**17``, which keeps temporaries in cache; float32 data are
+scaled in float32, where ``x / 2**e`` is as exact as in float64 (``_scale``). While no negative
+value has been seen the ``|x|`` histogram is the signed one, counted once; after that one pass
+bins ``x`` at the finer of the two widths and derives both (``_add_signed_and_abs``).
 
 Example::
 
@@ -61,6 +64,7 @@ Example::
 from __future__ import annotations
 
 import math
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -80,6 +84,30 @@ __all__ = [
 _UNNAMED = "<unnamed>"
 _CHUNK = 1 << 17  # values binned per step
 _MIN_EXPONENT = -1074  # 2**-1074 is the smallest positive double
+_F32_MAX_BINS = 1 << 22  # up to here every index and key (< 4 * bins) is an exact float32 integer
+
+
+class _Scratch(threading.local):
+    """Chunk-sized scratch arrays, allocated once per thread and reused by every batch.
+
+    Fresh megabyte-sized arrays per batch would come from the OS each time (large blocks are
+    mapped, or the heap is trimmed after the big activations are freed), and their page faults
+    cost as much as the binning itself.
+    """
+
+    def __init__(self) -> None:
+        self.arrays: dict[tuple[str, np.dtype], np.ndarray] = {}
+
+    def get(self, role: str, dtype, n: int) -> np.ndarray:
+        """The first ``n <= _CHUNK`` entries of this thread's ``role`` array of ``dtype``."""
+        key = (role, np.dtype(dtype))
+        a = self.arrays.get(key)
+        if a is None:
+            a = self.arrays[key] = np.empty(_CHUNK, dtype)
+        return a[:n]
+
+
+_SCRATCH = _Scratch()
 
 
 class Observer(ABC):
@@ -104,8 +132,8 @@ class Observer(ABC):
         """True when every value seen was the same (see the module doc for its range)."""
 
     # -- shared -----------------------------------------------------------------------------
-    def _validated(self, x: np.ndarray) -> np.ndarray:
-        """Return ``x`` as a float array, or raise if it is not float or holds NaN/Inf."""
+    def _as_float(self, x: np.ndarray) -> np.ndarray:
+        """Return ``x`` as a float array (float16 widened to float32), or raise if it is not float."""
         x = np.asarray(x)
         if not np.issubdtype(x.dtype, np.floating):
             raise CalibrationError(
@@ -114,6 +142,11 @@ class Observer(ABC):
             )
         if x.dtype == np.float16:
             x = x.astype(np.float32)
+        return x
+
+    def _validated(self, x: np.ndarray) -> np.ndarray:
+        """Return ``x`` as a float array, or raise if it is not float or holds NaN/Inf."""
+        x = self._as_float(x)
         finite = np.isfinite(x)
         if not finite.all():
             n_nan = int(np.count_nonzero(np.isnan(x)))
@@ -124,6 +157,16 @@ class Observer(ABC):
                 "Check the input preprocessing, or the model for an overflow upstream of this tensor"
             )
         return x
+
+    def _check_finite(self, x: np.ndarray, lo, hi) -> None:
+        """Raise (as ``_validated``) unless the batch's min ``lo`` and max ``hi`` are finite.
+
+        NaN and ±Inf propagate into a batch's min and max (NaN into both, +Inf into the max,
+        -Inf into the min), so finite extremes prove a finite batch without another scan; the
+        full scan only runs to count the bad values for the message.
+        """
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            self._validated(x)
 
     def _require_data(self) -> None:
         if self.num_values == 0:
@@ -136,6 +179,26 @@ class Observer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, num_values={self.num_values})"
+
+
+def _sweep(x: np.ndarray, zeros: bool = False) -> tuple[np.floating, np.floating, int]:
+    """``(x.min(), x.max(), count of exact zeros or 0)`` of a flat array in one sweep over memory.
+
+    Chunk by chunk, so that the max and the zero count read the chunk from cache. NaN propagates
+    into both extremes (``np.min`` of the per-chunk extremes); the sign of a zero extreme may
+    differ from a whole-array ``x.min()`` (both are exact, neither is specified).
+    """
+    is_zero = _SCRATCH.get("flag", np.bool_, min(x.size, _CHUNK)) if zeros else None
+    if x.size <= _CHUNK:
+        return x.min(), x.max(), int(np.count_nonzero(np.equal(x, 0, out=is_zero))) if zeros else 0
+    lows, highs, n = [], [], 0
+    for i in range(0, x.size, _CHUNK):
+        c = x[i : i + _CHUNK]
+        lows.append(c.min())
+        highs.append(c.max())
+        if is_zero is not None:
+            n += int(np.count_nonzero(np.equal(c, 0, out=is_zero[: c.size])))
+    return np.min(lows), np.max(highs), n
 
 
 def _constant_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,14 +223,17 @@ class MinMaxObserver(Observer):
 
     def _batch_min_max(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.axis is None:
-            return np.asarray(x.min(), np.float64), np.asarray(x.max(), np.float64)
+            lo, hi, _ = _sweep(x.reshape(-1))
+            return np.asarray(lo, np.float64), np.asarray(hi, np.float64)
         if not -x.ndim <= self.axis < x.ndim:
+            self._validated(x)  # a NaN/Inf batch is reported as such first
             raise CalibrationError(
                 f"tensor {self.name!r}: per-channel axis {self.axis} is out of range for a batch "
                 f"of shape {x.shape}"
             )
         flat = np.moveaxis(x, self.axis, 0).reshape(x.shape[self.axis], -1)
         if self._min is not None and flat.shape[0] != self._min.shape[0]:
+            self._validated(x)
             raise CalibrationError(
                 f"tensor {self.name!r}: batch of shape {x.shape} has {flat.shape[0]} channels "
                 f"along axis {self.axis}; earlier batches had {self._min.shape[0]}"
@@ -175,9 +241,10 @@ class MinMaxObserver(Observer):
         return flat.min(axis=1).astype(np.float64), flat.max(axis=1).astype(np.float64)
 
     def update(self, x: np.ndarray) -> None:
-        x = self._validated(x)
+        x = self._as_float(x)
         if x.size:
             lo, hi = self._batch_min_max(x)
+            self._check_finite(x, lo, hi)
             self._merge(lo, hi)
             self.num_values += x.size
         self.num_batches += 1
@@ -329,12 +396,19 @@ class _GrowingHistogram:
         except OverflowError:  # the data are ~2**1000 times wider than this width
             return False
 
-    def add(self, x: np.ndarray, lo_v: float, hi_v: float) -> None:
-        """Count ``x`` (flat float array); ``lo_v <= 0 <= hi_v`` bound every value seen so far."""
+    def copy(self) -> _GrowingHistogram:
+        twin = _GrowingHistogram(self.bins)
+        twin.counts, twin.exponent, twin.lo = self.counts.copy(), self.exponent, self.lo
+        twin.pending_zeros = self.pending_zeros
+        return twin
+
+    def prepare(self, n: int, lo_v: float, hi_v: float) -> bool:
+        """Make the window hold ``[lo_v, hi_v]`` (``lo_v <= 0 <= hi_v`` bound every value seen so
+        far) before ``n`` values are counted. False when they are all zeros held as pending."""
         if self.exponent is None:
             if lo_v == hi_v:  # everything so far is 0
-                self.pending_zeros += x.size
-                return
+                self.pending_zeros += n
+                return False
             # 2**e >= 2 * max|v| / (bins - 2) >= span / (bins - 2): the span fits in the window
             e = math.frexp(max(-lo_v, hi_v) / (self.bins - 2) * 2.0)[1]
             while e > _MIN_EXPONENT and self._fits(lo_v, hi_v, e - 1):
@@ -344,26 +418,38 @@ class _GrowingHistogram:
         if self.pending_zeros:
             self.counts[-self.lo] += self.pending_zeros
             self.pending_zeros = 0
-        for i in range(0, x.size, _CHUNK):  # chunks keep the float64 temporaries in cache
-            self.counts += np.bincount(self._indices(x[i : i + _CHUNK]), minlength=self.bins)
+        return True
 
-    def _indices(self, x: np.ndarray) -> np.ndarray:
-        """Window index of each value: ``floor(x / 2**e) - lo``, exact in float64.
+    def add(self, x: np.ndarray, lo_v: float, hi_v: float, *, nonneg: bool = False) -> None:
+        """Count ``x`` (flat float array); ``lo_v <= 0 <= hi_v`` bound every value seen so far.
 
-        Zero anchoring keeps ``|x| / 2**e <= 2 * bins``, so nothing overflows; the only inexact
-        case is a negative ``x`` below ``2**(e - 1075)`` underflowing to -0.0, which needs
-        ``2**e > 1`` and is patched below.
+        ``nonneg``: the caller knows that no value of ``x`` is negative (-0.0 may occur).
+        """
+        if not self.prepare(x.size, lo_v, hi_v):
+            return
+        y, idx = _buffers(x, self.exponent, self.bins)
+        for i in range(0, x.size, _CHUNK):  # chunks keep the temporaries in cache
+            c = x[i : i + _CHUNK]
+            m = c.size
+            self.counts += np.bincount(self._indices(c, y[:m], idx[:m], nonneg), minlength=self.bins)
+
+    def _indices(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, nonneg: bool) -> np.ndarray:
+        """Window index of each value, ``floor(x / 2**e) - lo``, written to ``idx``; exact.
+
+        ``y`` (the size of ``x``) is scratch for ``x / 2**e`` (``_scale``). For non-negative
+        values the floor is the truncation the integer conversion does.
         """
         e = self.exponent
-        if e >= -1022:
-            y = np.multiply(x, math.ldexp(1.0, -e), dtype=np.float64)
-        else:
-            y = np.ldexp(x.astype(np.float64), -e)
-        np.floor(y, out=y)
-        if e > 0:
-            y[(y == 0) & (x < 0)] = -1.0
+        _scale(x, e, y)
+        if nonneg:
+            np.copyto(idx, y, casting="unsafe")  # truncation == floor for y >= 0 (and -0.0)
+            if self.lo:
+                idx -= self.lo
+            return idx
+        _floor(x, e, y, y)
         y -= self.lo
-        return y.astype(np.int64)
+        np.copyto(idx, y, casting="unsafe")
+        return idx
 
     def _cover(self, lo_v: float, hi_v: float) -> None:
         """Grow (width * 2**k, bin i -> i >> k) and shift until the window holds [lo_v, hi_v]."""
@@ -390,6 +476,88 @@ class _GrowingHistogram:
         return Histogram(counts, edges, -self.lo, self.width)
 
 
+def _buffers(x: np.ndarray, e: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch for one chunk of ``x`` scaled by ``2**-e`` (float32 when exact, see ``_scale``)
+    and for its integer indices."""
+    n = min(x.size, _CHUNK)
+    f32 = x.dtype == np.float32 and -127 <= e <= 126 and bins <= _F32_MAX_BINS
+    return _SCRATCH.get("scaled", np.float32 if f32 else np.float64, n), _SCRATCH.get("index", np.intp, n)
+
+
+def _scale(x: np.ndarray, e: int, y: np.ndarray) -> None:
+    """``y = x / 2**e``, exactly unless a quotient is below the normal range of ``y``'s format.
+
+    Dividing by a power of two is exact unless the quotient overflows or falls below the
+    smallest normal number. Zero anchoring keeps ``|x| / 2**e <= 2 * bins``, so nothing
+    overflows; ``_buffers`` only hands out a float32 ``y`` for float32 data, a float32-normal
+    ``2**-e`` and at most ``_F32_MAX_BINS`` bins, where every integer involved (indices up to
+    ``4 * bins``) is exact too. An underflowing quotient has ``|x / 2**e| < 1``: rounded, it keeps
+    its floor (0 or -1) unless a negative one rounds to -0.0, which ``_floor`` patches.
+    """
+    if y.dtype == np.float32:
+        np.multiply(x, np.float32(math.ldexp(1.0, -e)), out=y)
+    elif e >= -1022:
+        np.multiply(x, math.ldexp(1.0, -e), out=y, dtype=np.float64)
+    else:  # 2**-e is not a double: scale in two exact steps
+        np.copyto(y, x)
+        np.ldexp(y, -e, out=y)
+
+
+def _floor(x: np.ndarray, e: int, y: np.ndarray, out: np.ndarray) -> None:
+    """``out = floor(y)`` for ``y = _scale(x, e)``: the exact ``floor(x / 2**e)``. Only a negative
+    quotient that underflowed to -0.0 (which needs ``2**e > 1``) floors wrong; it is patched."""
+    np.floor(y, out=out)
+    if e > 0:
+        out[(out == 0) & (x < 0)] = -1.0
+
+
+def _add_signed_and_abs(signed: _GrowingHistogram, absolute: _GrowingHistogram, x: np.ndarray,
+                        lo_v: float, hi_v: float) -> None:
+    """``signed.add(x, lo_v, hi_v)`` and ``absolute.add(|x|, 0, max(-lo_v, hi_v))`` in one pass.
+
+    Each value gets one index ``k = floor(x / 2**f)`` at the finer width ``2**f`` of the two, and
+    a flag: is ``x`` exactly ``k * 2**f``. Both histograms follow exactly: the signed bin is
+    ``k >> (e_signed - f)``; the ``|x|`` bin is ``k`` for ``k >= 0`` and ``-k - 1``, or ``-k`` for
+    a value exactly on its edge, for ``k < 0`` (``floor(|x| / 2**f)``), shifted by
+    ``e_abs - f``. One bincount over ``(k, flag)`` replaces two over ``x`` and ``|x|``.
+    """
+    n = x.size
+    if not signed.prepare(n, lo_v, hi_v):  # all zeros so far: so is |x|
+        absolute.prepare(n, 0.0, max(-lo_v, hi_v))
+        return
+    absolute.prepare(n, 0.0, max(-lo_v, hi_v))
+    bins, f = signed.bins, min(signed.exponent, absolute.exponent)
+    d_s, d_a = signed.exponent - f, absolute.exponent - f
+    # fine indices inside both windows; one of d_s, d_a is 0, so at most 2 * bins of them
+    k_lo = max(signed.lo << d_s, -(bins << d_a))
+    k_hi = min((signed.lo + bins) << d_s, bins << d_a) - 1
+    span = k_hi - k_lo + 1
+    y, idx = _buffers(x, f, bins)
+    fl = _SCRATCH.get("floor", y.dtype, y.size)
+    exact = _SCRATCH.get("flag", np.bool_, y.size)
+    counts = np.zeros(2 * span, np.int64)
+    for i in range(0, n, _CHUNK):
+        c = x[i : i + _CHUNK]
+        m = c.size
+        ym, fm, em = y[:m], fl[:m], exact[:m]
+        _scale(c, f, ym)
+        _floor(c, f, ym, fm)
+        np.equal(ym, fm, out=em)
+        fm -= k_lo  # key 2 * (k - k_lo) + exact, exact integers in y's format
+        fm *= 2
+        fm += em
+        np.copyto(idx[:m], fm, casting="unsafe")
+        counts += np.bincount(idx[:m], minlength=2 * span)
+    k = np.arange(k_lo, k_hi + 1, dtype=np.int64)
+    off_edge, on_edge = counts[0::2], counts[1::2]
+    total = off_edge + on_edge
+    np.add.at(signed.counts, (k >> d_s) - signed.lo, total)
+    neg = k < 0
+    np.add.at(absolute.counts, np.where(neg, -k - 1, k) >> d_a, np.where(neg, off_edge, total))
+    edge = neg & (on_edge > 0)  # (-k >> d_a is past the window only where nothing was counted)
+    np.add.at(absolute.counts, -k[edge] >> d_a, on_edge[edge])
+
+
 class HistogramObserver(Observer):
     """Growing histograms of ``x`` (signed) and of ``|x|``, plus exact min, max and zero count.
 
@@ -411,21 +579,31 @@ class HistogramObserver(Observer):
         self.track_abs = track_abs
         self._signed = _GrowingHistogram(bins)
         self._abs = _GrowingHistogram(bins) if track_abs else None
+        # While no negative value has been seen, |x| == x: the |x| histogram receives the same
+        # values with the same bounds as the signed one, so it *is* the signed one (not counted
+        # twice); the first negative batch gives it a copy of its own.
+        self._abs_shared = track_abs
         self._min = math.inf
         self._max = -math.inf
         self.zero_count = 0
 
     def update(self, x: np.ndarray) -> None:
-        x = self._validated(x)
+        x = self._as_float(x)
         if x.size:
             x = x.reshape(-1)
-            self._min = min(self._min, float(x.min()))
-            self._max = max(self._max, float(x.max()))
+            b_min, b_max, zeros = _sweep(x, zeros=True)
+            self._check_finite(x, b_min, b_max)
+            self._min = min(self._min, float(b_min))
+            self._max = max(self._max, float(b_max))
             lo_v, hi_v = min(self._min, 0.0), max(self._max, 0.0)
-            self._signed.add(x, lo_v, hi_v)
-            if self._abs is not None:
-                self._abs.add(np.abs(x), 0.0, max(-lo_v, hi_v))
-            self.zero_count += x.size - int(np.count_nonzero(x))
+            nonneg = not b_min < 0
+            if self._abs_shared and not nonneg:  # the first negative value: |x| != x from now on
+                self._abs, self._abs_shared = self._signed.copy(), False
+            if self._abs is None or self._abs_shared:
+                self._signed.add(x, lo_v, hi_v, nonneg=nonneg)
+            else:
+                _add_signed_and_abs(self._signed, self._abs, x, lo_v, hi_v)
+            self.zero_count += zeros
             self.num_values += x.size
         self.num_batches += 1
 
@@ -468,7 +646,8 @@ class HistogramObserver(Observer):
         self._require_data()
         if self._abs is None:
             return self.histogram.fold_abs()
-        return self._abs.snapshot(max(-self._min, self._max, 0.0))
+        tracked = self._signed if self._abs_shared else self._abs
+        return tracked.snapshot(max(-self._min, self._max, 0.0))
 
 
 class SampleMeanObserver(Observer):

@@ -18,7 +18,7 @@ import math
 import struct
 from dataclasses import dataclass, fields
 from fractions import Fraction
-from functools import reduce
+from functools import cache, reduce
 
 import numpy as np
 
@@ -140,11 +140,11 @@ class FloatType(Type):
 
     @property
     def max_finite(self) -> float:
-        return _fraction_to_double(self.semantics.largest)
+        return _double_limits(self.name)[0]
 
     @property
     def min_denormal(self) -> float:
-        return _fraction_to_double(self.semantics.smallest)
+        return _double_limits(self.name)[1]
 
     @property
     def numpy_dtype(self):
@@ -162,6 +162,14 @@ def _fraction_to_double(q: Fraction) -> float:
         return float(q)
     except OverflowError:
         return math.inf
+
+
+@cache
+def _double_limits(name: str) -> tuple[float, float]:
+    """``(max_finite, min_denormal)`` of a float format, as doubles (computed once per format:
+    scale verification asks for them once per per-channel scale)."""
+    sem = SEMANTICS[name]
+    return _fraction_to_double(sem.largest), _fraction_to_double(sem.smallest)
 
 
 @_frozen

@@ -57,6 +57,15 @@ def _check_int(v, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
     return v
 
 
+def _check_ints(values) -> tuple[int, ...]:
+    """``_check_int`` of each value, in order; a sequence of in-range Python ints is checked as
+    a whole (per-channel types carry one zero point per channel)."""
+    values = tuple(values)
+    if values and set(map(type, values)) == {int} and INT64_MIN <= min(values) and max(values) <= INT64_MAX:
+        return values
+    return tuple(_check_int(v) for v in values)
+
+
 def scale_range_message(scale: float, expressed: FloatType) -> str | None:
     """MLIR's ``isScaleInExpressedTypeRange``: None if ``scale`` is accepted."""
     lo, hi = expressed.min_denormal, expressed.max_finite
@@ -196,6 +205,20 @@ def _check_scale(scale, expressed: FloatType) -> float:
     return scale
 
 
+def _check_scales(scales, expressed: FloatType) -> tuple[float, ...]:
+    """``_check_scale`` of each scale, in order (the first bad one raises); a sequence of
+    in-range Python floats is checked as a whole (per-channel types carry one scale per channel).
+
+    NaN passes (as in MLIR) and cannot hide a bad scale from ``min``/``max``: a NaN that
+    becomes the running minimum or maximum fails the comparison, and the slow path decides.
+    """
+    scales = tuple(scales)
+    if scales and set(map(type, scales)) == {float} and \
+            expressed.min_denormal <= min(scales) and max(scales) <= expressed.max_finite:
+        return scales
+    return tuple(_check_scale(s, expressed) for s in scales)
+
+
 def _quant_params_str(scale: float, zp: int) -> str:
     s = format_mlir_float(scale)
     return f"{s}:{zp}" if zp else s
@@ -262,8 +285,8 @@ class UniformQuantizedPerAxisType(_UniformBase):
             return "per-axis quantization needs at least one scale"
         if len(scales) != len(zps):
             return f"illegal number of scales and zeroPoints: {len(scales)}, {len(zps)}"
-        object.__setattr__(self, "scales", tuple(_check_scale(s, self.expressed_type) for s in scales))
-        object.__setattr__(self, "zero_points", tuple(_check_int(z) for z in zps))
+        object.__setattr__(self, "scales", _check_scales(scales, self.expressed_type))
+        object.__setattr__(self, "zero_points", _check_ints(zps))
         axis = _check_int(self.quantized_dimension, INT32_MIN, INT32_MAX)
         object.__setattr__(self, "quantized_dimension", axis)
         if axis < 0:
