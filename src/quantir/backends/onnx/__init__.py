@@ -48,10 +48,9 @@ from typing import Sequence
 
 import onnx
 
-from ...fileio import atomic_write
-from ...errors import QuantirError, UnsupportedOpError
+from ...errors import UnsupportedOpError
 from ...ir import Function, Module, Value
-from .exporter import Exported, export as _export
+from .exporter import Exported, export as _export, write_model
 from .quantized import save_quantized, to_onnx_quantized  # noqa: F401  (quantized.py: QDQ / QOperator)
 
 __all__ = ["to_onnx", "save_onnx", "export", "Exported", "DEFAULT_OPSET", "DEFAULT_IR_VERSION", "MIN_OPSET",
@@ -105,10 +104,5 @@ def save_onnx(module: Module | Function, path: "str | os.PathLike", *, opset: in
     Models over 2 GB (protobuf's limit) are refused with a ``QuantirError``.
     """
     path = Path(path)
-    model = to_onnx(module, opset=opset)
-    try:
-        data = model.SerializeToString()
-    except ValueError as e:  # protobuf refuses messages over 2 GB
-        raise QuantirError(f"{path}: the model is too large for one ONNX file ({e})") from None
-    atomic_write(path, data)
+    write_model(to_onnx(module, opset=opset), path)
     return path

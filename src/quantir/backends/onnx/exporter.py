@@ -27,7 +27,8 @@ import onnx
 from onnx import numpy_helper
 
 from ... import __version__
-from ...errors import UnsupportedOpError, VerifyError
+from ...errors import QuantirError, UnsupportedOpError, VerifyError
+from ...fileio import atomic_write
 from ...ir import Function, Module, Operation, Value
 from ...ir.attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr
 from ...ir.dialects import arith, func
@@ -312,3 +313,14 @@ def export(module: Module | Function, *, opset: int, ir_version: int,
     exported = GraphExporter(fn, opset, name).run(extra_outputs)
     exported.model.ir_version = ir_version
     return exported
+
+
+def write_model(model: onnx.ModelProto, path) -> None:
+    """Serialize ``model`` before touching ``path``, then write it atomically (temporary file +
+    rename), so ``path`` is the old file or the complete new one. Over 2 GB (protobuf's limit)
+    raises ``QuantirError``."""
+    try:
+        data = model.SerializeToString()
+    except ValueError as e:  # protobuf refuses messages over 2 GB
+        raise QuantirError(f"{path}: the model is too large for one ONNX file ({e})") from None
+    atomic_write(path, data)

@@ -78,7 +78,6 @@ import numpy as np
 import onnx
 
 from ...errors import QuantirError, UnsupportedOpError
-from ...fileio import atomic_write
 from ...ir import Block, Function, Module, Operation, Value, elements_attr, verify_function
 from ...ir.attributes import DenseElementsAttr, DenseResourceAttr
 from ...ir.dialects import arith, nn, qnn, quant
@@ -86,6 +85,7 @@ from ...ir.opdef import OpDef
 from ...numerics import fused_activation_range
 from ...types import IntegerType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType, UniformQuantizedType
 from .dtypes import numpy_dtype
+from .exporter import write_model
 
 __all__ = ["to_onnx_quantized", "save_quantized", "convert", "uint8_activations", "FORMATS", "ACTIVATIONS",
            "Builder"]
@@ -491,10 +491,5 @@ def save_quantized(module: Module | Function, path: "str | os.PathLike", *, form
     serialized before the file is touched, then written to a temporary file and renamed, so
     ``path`` is the old file or the complete new one, never a partial one."""
     path = Path(path)
-    model = to_onnx_quantized(module, format=format, opset=opset, activations=activations)
-    try:
-        data = model.SerializeToString()
-    except ValueError as e:  # protobuf refuses messages over 2 GB
-        raise QuantirError(f"{path}: the model is too large for one ONNX file ({e})") from None
-    atomic_write(path, data)
+    write_model(to_onnx_quantized(module, format=format, opset=opset, activations=activations), path)
     return path
