@@ -8,12 +8,18 @@ feeds, and compares every output and every intermediate tensor element by elemen
 Where LiteRT's reference and optimized kernels disagree (MEAN, SUM, SOFTMAX, per-channel
 FULLY_CONNECTED; docs/numerics.md), quantir's kernels follow the reference.
 
+LiteRT runs in one child process per call (:class:`~.backends.tflite.litert.OracleProcess`):
+its kernels trust the file, and a model that quantir runs can make them segfault or abort. Such
+a crash, or LiteRT refusing the model, is reported as an :class:`OracleError`, not suffered.
+
 Like :mod:`quantir.api`, this module sits above every layer (frontend, runtime, backend).
 ``ai_edge_litert`` is needed only when :func:`verify_tflite` runs.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -24,7 +30,15 @@ from .errors import QuantirError
 from .ir.dialects import qnn
 from .runtime.interpreter import FeedError
 
-__all__ = ["TensorDiff", "VerifyReport", "verify_tflite", "compare_tensors"]
+__all__ = ["TensorDiff", "VerifyReport", "OracleError", "verify_tflite", "compare_tensors"]
+
+
+class OracleError(QuantirError):
+    """LiteRT crashed on the model (``signal`` names it, e.g. ``SIGSEGV``) or refused it."""
+
+    def __init__(self, message: str, signal: str | None = None):
+        super().__init__(message)
+        self.signal = signal
 
 
 @dataclass
@@ -122,12 +136,51 @@ def _refuse_aborting_softmax(softmaxes, values: Mapping[str, np.ndarray], first_
                                f"inputs")
 
 
+class _Oracle:
+    """The LiteRT child, started on the first chunk (after quantir ran it), its failures as OracleError."""
+
+    def __init__(self, model: bytes, resolver: str, workdir: str, source: str):
+        if importlib.util.find_spec("ai_edge_litert") is None:
+            from .backends.tflite.litert import LiteRTUnavailableError
+            raise LiteRTUnavailableError("verify needs ai_edge_litert; install it with pip install 'quantir[oracle]'")
+        self.model, self.resolver, self.workdir, self.source = model, resolver, workdir, source
+        self.process = None
+
+    def __enter__(self) -> _Oracle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None:
+            self.process.close()
+
+    def chunk(self, feeds: list[np.ndarray], indices: list[int], start: int, count: int):
+        from .backends.tflite.litert import OracleCrash, OracleProcess, OracleRefusal
+        samples = f"sample {start}" if count == 1 else f"samples {start}..{start + count - 1}"
+        try:
+            if self.process is None:
+                self.process = OracleProcess(self.model, self.resolver, self.workdir)
+            return self.process.chunk(feeds, indices)
+        except OracleCrash as e:
+            said = e.stderr.splitlines()[-1] if e.stderr else ""
+            raise OracleError(f"{self.source}: {e} ({samples}); quantir's own run succeeded. LiteRT trusts the "
+                              f"file and does not check it: see what it would not accept with quantir check"
+                              + (f". LiteRT's last words: {said}" if said else ""),
+                              e.how.removeprefix("crashed with ")) from None
+        except OracleRefusal as e:
+            raise OracleError(f"{self.source}: LiteRT refuses the model while {_phase(e.phase)} ({samples}); "
+                              f"quantir's own run succeeded. LiteRT says: {e.message}") from None
+
+
+def _phase(phase: str) -> str:
+    from .backends.tflite.litert import _PHASE_TEXT
+    return _PHASE_TEXT.get(phase, phase)
+
+
 def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | Mapping[str, np.ndarray], *,
                   resolver: str = "reference", intermediates: bool = True, batch: int = 16) -> VerifyReport:
     """Compare LiteRT (``resolver``) and quantir's interpreter on ``inputs`` (.npz path or arrays
     keyed by the model's input names; axis 0 indexes samples, run ``batch`` at a time, or one at
     a time when the model's batch is static)."""
-    from .backends.tflite.litert import run_model_tensors
     from .backends.tflite.reader import read_model
     from .frontends.tflite import import_tflite
     from .runtime import run
@@ -155,25 +208,26 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     out_set = set(sub.outputs)
     softmaxes = [op for op in imported.module.main.ops if op.opdef is qnn.SOFTMAX] if resolver == "reference" else []
     acc: dict[int, TensorDiff] = {}
-    for start in range(0, n, step):
-        chunk = {k: v[start:start + step] for k, v in feeds.items()}
-        # quantir first: a sample that would make LiteRT's process abort is reported, not run
-        ours = run(imported.module, {ir: chunk[t] for t, ir in zip(in_names, ir_names)},
-                   intermediates=list(dict.fromkeys([b.name for b in bound.values()] +
-                                                    [op.operands[0].name_hint for op in softmaxes])))
-        _refuse_aborting_softmax(softmaxes, ours, start)
-        outs, theirs = run_model_tensors(data, [chunk[k] for k in in_names], list(bound), resolver)
-        for i, arr in zip(sub.outputs, outs):
-            theirs[i] = arr
-        for i, b in bound.items():
-            mine = ours[b.name]
-            mine = np.transpose(mine, b.to_tflite) if b.to_tflite else mine
-            d = compare_tensors(mine, theirs[i], sub.tensors[i].name, i, i in out_set)
-            prev = acc.get(i)
-            if prev is not None:
-                d = TensorDiff(d.name, i, (prev.shape[0] + d.shape[0],) + d.shape[1:], prev.differing + d.differing,
-                               max(prev.max_abs_diff, d.max_abs_diff), d.is_output)
-            acc[i] = d
+    with tempfile.TemporaryDirectory(prefix="quantir-verify-") as tmp, _Oracle(data, resolver, tmp, source) as oracle:
+        for start in range(0, n, step):
+            chunk = {k: v[start:start + step] for k, v in feeds.items()}
+            # quantir first: a sample that would make LiteRT's process abort is reported, not run
+            ours = run(imported.module, {ir: chunk[t] for t, ir in zip(in_names, ir_names)},
+                       intermediates=list(dict.fromkeys([b.name for b in bound.values()] +
+                                                        [op.operands[0].name_hint for op in softmaxes])))
+            _refuse_aborting_softmax(softmaxes, ours, start)
+            outs, theirs = oracle.chunk([chunk[k] for k in in_names], list(bound), start, len(chunk[in_names[0]]))
+            for i, arr in zip(sub.outputs, outs):
+                theirs[i] = arr
+            for i, b in bound.items():
+                mine = ours[b.name]
+                mine = np.transpose(mine, b.to_tflite) if b.to_tflite else mine
+                d = compare_tensors(mine, theirs[i], sub.tensors[i].name, i, i in out_set)
+                prev = acc.get(i)
+                if prev is not None:
+                    d = TensorDiff(d.name, i, (prev.shape[0] + d.shape[0],) + d.shape[1:],
+                                   prev.differing + d.differing, max(prev.max_abs_diff, d.max_abs_diff), d.is_output)
+                acc[i] = d
     outputs = [acc[i] for i in sub.outputs if i in acc]
     inter = [acc[i] for i in sorted(acc) if i not in out_set]
     return VerifyReport(n, resolver, outputs, inter)
