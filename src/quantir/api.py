@@ -134,14 +134,22 @@ class Result:
 
     # -- output ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, *, format: str | None = None, io: str = "float",
-             activations: str = "int8") -> Path:
+             activations: str = "int8", make_parents: bool = False) -> Path:
         """Write the integer model atomically; the format follows the extension (.mlir, .onnx, .tflite,
         .json). ``format`` chooses the ONNX flavour: "qdq" (default) or "qoperator";
         ``activations`` their storage: "int8" (the module's own) or "uint8" (the same real values
         with zero points + 128, which ONNX Runtime on x86 runs fully in integer kernels). ``io``
-        is the .tflite interface: "float" (QUANTIZE in, DEQUANTIZE out) or "int8"."""
-        from .fileio import atomic_write
+        is the .tflite interface: "float" (QUANTIZE in, DEQUANTIZE out) or "int8".
+
+        The file gets the mode of the one it replaces, or 0666 less the umask. A missing parent
+        directory is an ``OutputError`` unless ``make_parents``; so are a destination that is a
+        directory or under a read-only one. This method cannot know the input model: a caller
+        that has it checks first with ``fileio.check_outputs`` (the CLI does)."""
+        from .fileio import atomic_write, prepare_output
         p = Path(path)
+        if p.suffix not in (".mlir", ".onnx", ".tflite", ".json"):
+            raise QuantirError(f"unknown output format '{p.suffix}' for {p}: use .mlir, .onnx or .tflite")
+        prepare_output(p, make_parents=make_parents)  # before exporting: fail fast; the backends need the directory
         if p.suffix == ".mlir":
             from .text import print_module
             atomic_write(p, print_module(self.module).encode())
@@ -151,10 +159,8 @@ class Result:
         elif p.suffix == ".tflite":
             from .backends.tflite.export import save_tflite
             save_tflite(self.module, p, io=io)
-        elif p.suffix == ".json":
+        else:  # .json
             atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
-        else:
-            raise QuantirError(f"unknown output format '{p.suffix}' for {p}: use .mlir, .onnx or .tflite")
         return p
 
 

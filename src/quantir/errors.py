@@ -54,3 +54,8 @@ class CalibrationError(QuantirError):
 
 class ModelFormatError(ParseError):
     """A model file (ONNX, TFLite) that is truncated, corrupt or not of the expected format."""
+
+
+class OutputError(QuantirError):
+    """An output that cannot or must not be written: it is an input, a directory, under a missing
+    or read-only directory; or the write failed (disk full, permission denied)."""

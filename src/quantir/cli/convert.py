@@ -25,13 +25,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import QuantirError
-    from ..fileio import atomic_write
+    from ..fileio import atomic_write, check_outputs
     from .run import load_model
 
-    module = load_model(args.model)
     out = Path(args.output)
-    if Path(args.model).resolve() == out.resolve():
-        raise QuantirError(f"{out}: the output would overwrite the input model; choose another path")
+    if out.suffix not in (".mlir", ".onnx", ".tflite"):
+        raise QuantirError(f"unknown output format '{out.suffix}' for {out}: use .onnx, .mlir or .tflite")
+    check_outputs({"-o": out}, {"input model": args.model})
+    module = load_model(args.model)
     if out.suffix == ".mlir":
         from ..text import print_module
         atomic_write(out, print_module(module).encode())
@@ -41,10 +42,8 @@ def run(args: argparse.Namespace) -> int:
     elif out.suffix == ".onnx":
         from ..backends.onnx import save_onnx
         save_onnx(module, out)
-    elif out.suffix == ".tflite":
+    else:  # .tflite
         from ..backends.tflite.export import save_tflite
         save_tflite(module, out, io=args.io)
-    else:
-        raise QuantirError(f"unknown output format '{out.suffix}' for {out}: use .onnx, .mlir or .tflite")
     print(f"wrote {out}")
     return 0

@@ -6,8 +6,12 @@ imported only when used, so ``quantir opt`` never imports ONNX Runtime.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from ..errors import QuantirError
 
@@ -33,13 +37,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that ``finally`` blocks run (the
+    temporary file of an output being written is removed, see ``fileio``)."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`Terminated` (once; a second one is ignored,
+    so that the cleanup it started finishes). Only the main thread can set a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        with sigterm_raises():
+            return int(importlib.import_module(args._module).run(args) or 0)
     except QuantirError as e:
         print(f"quantir {args.command}: {e}", file=sys.stderr)
         return 1
+    except Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
 

@@ -13,9 +13,7 @@ Imports of the compiler are deferred to :func:`run` so that ``quantir --help`` s
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fileio import check_outputs
+    check_outputs({"-o": args.output}, {"input": args.input})
     text = _read(args.input)
     filename = "<stdin>" if args.input == "-" else args.input
     out, err, ok = process(text, filename, args)
@@ -109,15 +109,5 @@ def _write(path: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".quantir-opt-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from ..fileio import atomic_write
+    atomic_write(path, text.encode("utf-8", "surrogateescape"))

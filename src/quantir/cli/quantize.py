@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,8 +31,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import quantize
+    from ..errors import OutputError
+    from ..fileio import check_outputs
     from ..quantize.config import Config
 
+    # before any work: a refused or unwritable output must not cost a calibration run
+    if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
+        raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: "
+                          f"use .onnx, .mlir or .tflite")
+    if args.summary and Path(args.summary).suffix != ".json":
+        raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
+    check_outputs({"-o": args.output, "--summary": args.summary},
+                  {"input model": args.model, "calibration data": args.data})
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
                     bias_correction=args.bias_correction)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -30,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fileio import check_outputs
     with one_line_errors():
+        check_outputs({"--outputs": args.outputs}, {"input model": args.model, "input arrays": args.inputs})
         module = load_model(args.model)
         feeds = read_npz(args.inputs)
         if args.engine == "ort":
@@ -106,7 +107,7 @@ def read_npz(path: str) -> dict:
 
 
 def write_npz(path: str, arrays: dict) -> None:
-    """Write ``arrays`` as an uncompressed ``.npz`` in their order, atomically.
+    """Write ``arrays`` as an uncompressed ``.npz`` in their order, atomically (``fileio``).
 
     Written member by member (``np.save`` format inside a zip, as ``np.savez`` does) so
     that any key works, including ``file`` and names with ``/``.
@@ -115,25 +116,9 @@ def write_npz(path: str, arrays: dict) -> None:
 
     import numpy as np
 
-    from ..errors import QuantirError
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise QuantirError(f"{path}: cannot write the outputs: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for key, value in arrays.items():
-                    with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise QuantirError(f"{path}: cannot write the outputs: {e.strerror or e}") from None
-        raise
+    from ..fileio import atomic_output
+    with atomic_output(path) as f:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for key, value in arrays.items():
+                with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)

@@ -19,9 +19,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..fileio import atomic_write
+    from ..fileio import atomic_write, check_outputs
     from ..verify import verify_tflite
 
+    check_outputs({"--json": args.json}, {"input model": args.model, "input arrays": args.inputs})
     report = verify_tflite(args.model, args.inputs, resolver=args.resolver, intermediates=not args.outputs_only,
                            batch=args.batch)
     print(report.text())

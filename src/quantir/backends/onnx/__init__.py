@@ -49,6 +49,7 @@ from typing import Sequence
 import onnx
 
 from ...errors import UnsupportedOpError
+from ...fileio import check_output
 from ...ir import Function, Module, Value
 from .exporter import Exported, export as _export, write_model
 from .quantized import save_quantized, to_onnx_quantized  # noqa: F401  (quantized.py: QDQ / QOperator)
@@ -104,5 +105,6 @@ def save_onnx(module: Module | Function, path: "str | os.PathLike", *, opset: in
     Models over 2 GB (protobuf's limit) are refused with a ``QuantirError``.
     """
     path = Path(path)
+    check_output(path)  # a missing directory or a read-only one fails before the export, not after
     write_model(to_onnx(module, opset=opset), path)
     return path

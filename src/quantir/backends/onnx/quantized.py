@@ -79,6 +79,7 @@ import numpy as np
 import onnx
 
 from ...errors import QuantirError, UnsupportedOpError
+from ...fileio import check_output
 from ...ir import Block, Function, Module, Operation, Value, elements_attr, verify_function
 from ...ir.attributes import DenseElementsAttr, DenseResourceAttr, IntegerAttr
 from ...ir.dialects import arith, nn, qnn, quant
@@ -494,5 +495,6 @@ def save_quantized(module: Module | Function, path: "str | os.PathLike", *, form
     serialized before the file is touched, then written to a temporary file and renamed, so
     ``path`` is the old file or the complete new one, never a partial one."""
     path = Path(path)
+    check_output(path)  # a missing directory or a read-only one fails before the export, not after
     write_model(to_onnx_quantized(module, format=format, opset=opset, activations=activations), path)
     return path
