@@ -18,7 +18,7 @@ from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, Den
                              DenseResourceAttr, DictAttr, FloatAttr, IntegerAttr, StringAttr,
                              SymbolRefAttr, TypeAttr, UnitAttr)
 from ..types import FloatType, IndexType, IntegerType, ShapedType, Type, TypeParser
-from ..types.lexer import Tok, Token
+from ..types.lexer import MAX_INT_BITS, MAX_INT_DIGITS, Tok, Token
 from ..types.parser import add_followup
 from .dense_literal import TensorLiteral, magnitude
 from .numbers import bits_to_float, float_to_bits, int_fits, round_float
@@ -428,6 +428,7 @@ class AttrParser(TypeParser):
         values: list = []
 
         def element():
+            start = self.tok.pos
             negative = self.consume_if(Tok.MINUS)
             t = self.tok
             if isinstance(et, FloatType):
@@ -449,6 +450,9 @@ class AttrParser(TypeParser):
             v = int_fits(magnitude(t.text), negative, et)
             if v is None:
                 raise self.error_here("integer constant out of range")
+            if v.bit_length() > MAX_INT_BITS:   # `-1` wrapped to a wide unsigned type: 2**20000 - 1
+                raise self.error_at(start, f"integer value of {v.bit_length()} bits is too large: quantir "
+                                           f"prints integers of at most {MAX_INT_DIGITS} decimal digits")
             values.append(v)
 
         element()

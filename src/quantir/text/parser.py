@@ -38,7 +38,7 @@ from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, Dic
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..ir.dialects import arith, func, quant
 from ..types import FunctionType, IntegerType, NoneType, Type
-from ..types.lexer import Source, Tok, Token
+from ..types.lexer import MAX_INT_DIGITS, Source, Tok, Token
 from ..types.parser import add_followup
 from .lexing import FastLexer, FastSource
 from .resources import ResourceSectionParser
@@ -504,7 +504,7 @@ class _ModuleParser(ResourceSectionParser):
         number = 0
         if self.tok.kind is Tok.HASH_ID:
             h = self.tok
-            if not h.text[1:].isdigit():
+            if not h.text[1:].isdigit() or len(h.text) > MAX_INT_DIGITS:
                 raise self.error_here("invalid SSA value result number")
             number = int(h.text[1:])
             self.consume()

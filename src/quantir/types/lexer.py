@@ -7,6 +7,7 @@ identifier ``x2xf32``; shape parsers re-lex from inside a token with :meth:`Lexe
 from __future__ import annotations
 
 import bisect
+import sys
 from dataclasses import dataclass
 from enum import Enum, auto
 
@@ -51,6 +52,20 @@ _PUNCT = {
     "}": Tok.RBRACE, "[": Tok.LSQUARE, "]": Tok.RSQUARE, "<": Tok.LESS, ">": Tok.GREATER,
     "?": Tok.QUESTION, "*": Tok.STAR, "+": Tok.PLUS,
 }
+
+
+# Python converts decimal strings of at most ``sys.get_int_max_str_digits()`` digits to int and
+# back (4300 by default; the cap guards against quadratic conversions). Longer literals are
+# refused when lexed, so no parser has to guard its ``int()``; a hex literal is held to as many
+# bits as 4300 decimal digits hold, so that its value still prints in decimal.
+MAX_INT_DIGITS = min(4300, sys.get_int_max_str_digits() or 4300)
+MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) - 1   # log2(10): 10**(digits-1) < 2**bits
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+def literal_too_long(digits: int) -> str:
+    return (f"integer literal of {digits} digits is too long: quantir reads integers of at most "
+            f"{MAX_INT_DIGITS} decimal digits")
 
 
 def _is_id_start(c: str) -> bool:
@@ -148,7 +163,7 @@ class Lexer:
             while self.pos < self.limit and _is_id_char(t[self.pos]):
                 self.pos += 1
             return self._tok(Tok.BARE_ID, start)
-        if c.isdigit():
+        if c in _ASCII_DIGITS:   # not str.isdigit(): '²' is a digit to Python, not to int() or MLIR
             return self._lex_number(start)
         if c == '"':
             return self._lex_string(start)
@@ -182,20 +197,28 @@ class Lexer:
             self.pos = start + 2
             while self.pos < n and t[self.pos] in "0123456789abcdefABCDEF":
                 self.pos += 1
-            return self._tok(Tok.INTEGER, start)
-        while self.pos < n and t[self.pos].isdigit():
+            tok = self._tok(Tok.INTEGER, start)
+            bits = 4 * len(tok.text[2:].lstrip("0"))
+            if bits > MAX_INT_BITS:
+                raise self.source.error(start, f"hexadecimal integer literal of {len(tok.text) - 2} digits is too "
+                                               f"long: quantir reads integers of at most {MAX_INT_BITS} bits")
+            return tok
+        digits = _ASCII_DIGITS
+        while self.pos < n and t[self.pos] in digits:
             self.pos += 1
         if self.pos >= n or t[self.pos] != ".":
+            if self.pos - start > MAX_INT_DIGITS:
+                raise self.source.error(start, literal_too_long(self.pos - start))
             return self._tok(Tok.INTEGER, start)
         self.pos += 1
-        while self.pos < n and t[self.pos].isdigit():
+        while self.pos < n and t[self.pos] in digits:
             self.pos += 1
         if self.pos < n and t[self.pos] in "eE":
             j = self.pos + 1
             if j < n and t[j] in "+-":
                 j += 1
-            if j < n and t[j].isdigit():
-                while j < n and t[j].isdigit():
+            if j < n and t[j] in digits:
+                while j < n and t[j] in digits:
                     j += 1
                 self.pos = j
         return self._tok(Tok.FLOAT, start)

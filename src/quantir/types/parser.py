@@ -229,7 +229,7 @@ class TypeParser:
             return FloatType(word)
         m = _INT_TYPE.match(word)
         if m:
-            width = int(m.group(2))
+            width = int(m.group(2)) if len(m.group(2)) <= 10 else 1 << 32   # no int() of a 5000-digit width
             if width > 0xFFFFFFFF:
                 raise self.error_here("invalid integer width")
             if width > MAX_INTEGER_WIDTH:

@@ -62,7 +62,7 @@ def parse_storage_type(p: TypeParser) -> tuple[Type, bool]:
         if not word.startswith("u"):
             raise p.error_at(loc, "illegal storage type prefix")
         digits = word[1:]
-        if not _DIGITS.match(digits) or int(digits) > 0xFFFFFFFF:
+        if not _DIGITS.match(digits) or len(digits) > 10 or int(digits) > 0xFFFFFFFF:
             raise p.error_at(loc, "expected storage type width")
         signed, width, t = False, int(digits), None
     if width == 0 or width > MAX_STORAGE_BITS:

@@ -87,13 +87,25 @@ def _shape(t: TensorType) -> str:
 
 
 def _check_multipliers(op: Operation, real: np.ndarray) -> str | None:
-    """The stored (multiplier, shift) pairs equal QuantizeMultiplier of the real multipliers."""
-    if "multiplier" not in op.attributes:
+    """The stored (multiplier, shift) pairs equal QuantizeMultiplier of the real multipliers.
+
+    Both attributes or neither: a backend reading one without the other would fail far from
+    the text that caused it."""
+    present = [name for name in _FIXED_POINT if name in op.attributes]
+    if not present:
         return None
-    want_m, want_s = quantize_multipliers(np.atleast_1d(real))
+    if len(present) == 1:
+        missing = next(name for name in _FIXED_POINT if name not in op.attributes)
+        return f"has '{present[0]}' but no '{missing}': give both fixed-point attributes or neither"
     got_m = np.asarray(op.attr("multiplier"), np.int64)
     got_s = np.asarray(op.attr("shift"), np.int64)
-    if got_m.shape != want_m.shape or not (np.array_equal(got_m, want_m) and np.array_equal(got_s, want_s)):
+    if got_m.shape != got_s.shape:
+        return f"has {got_m.size} multipliers but {got_s.size} shifts: they come in pairs"
+    want_m, want_s = quantize_multipliers(np.atleast_1d(real))
+    if got_m.shape != want_m.shape:
+        return (f"has {got_m.size} multiplier/shift pairs, expected {want_m.size} (one per output channel "
+                f"of the weight's quantization)")
+    if not (np.array_equal(got_m, want_m) and np.array_equal(got_s, want_s)):
         return "multiplier/shift do not match the operand and result scales"
     return None
 
