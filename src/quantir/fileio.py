@@ -103,12 +103,11 @@ def atomic_output(path: "str | os.PathLike[str]", *, make_parents: bool = False)
             mode = _mode_for(dest)
             with _signals_deferred():  # so that an interrupt cannot land between creating and naming it
                 fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        with os.fdopen(fd, "wb") as f:
+        with _as_output_error(path), os.fdopen(fd, "wb") as f:  # ENOSPC in the caller's writes too
             yield f
-            with _as_output_error(path):
-                f.flush()
-                os.fchmod(f.fileno(), mode)
-                os.fsync(f.fileno())
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
         with _as_output_error(path):
             os.replace(tmp, dest)
     except BaseException:
@@ -120,7 +119,7 @@ def atomic_output(path: "str | os.PathLike[str]", *, make_parents: bool = False)
 
 def atomic_write(path: "str | os.PathLike[str]", data: bytes, *, make_parents: bool = False) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_output`)."""
-    with atomic_output(path, make_parents=make_parents) as f, _as_output_error(path):
+    with atomic_output(path, make_parents=make_parents) as f:
         f.write(data)
 
 
