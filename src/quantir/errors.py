@@ -56,6 +56,48 @@ class ModelFormatError(ParseError):
     """A model file (ONNX, TFLite) that is truncated, corrupt or not of the expected format."""
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "'": "\\'", "\\": "\\\\"}
+
+
+def quote_name(name: "str | bytes") -> str:
+    """``name`` in single quotes, safe to echo on one line of a terminal or a log.
+
+    Names come from model files, so they may hold newlines, escape sequences or bytes that
+    are not UTF-8; echoed raw, a tensor named ``"x\\nquantir check: 0 violations"`` would
+    forge a line of output. Printable characters stay as they are; ``'``, ``\\``, control
+    and other non-printable characters are escaped as Python escapes them (``\\n``,
+    ``\\x1b``, ``\\u200b``); bytes that are not UTF-8 show as ``\\xNN``.
+
+    >>> quote_name("conv1/weight"), quote_name("a\\nb"), quote_name(b"x\\xff")
+    ("'conv1/weight'", "'a\\\\nb'", "'x\\\\xff'")
+    """
+    if isinstance(name, (bytes, bytearray)):
+        name = bytes(name).decode("utf-8", "surrogateescape")
+    out = []
+    for c in str(name):
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif "\udc80" <= c <= "\udcff":      # an undecodable byte kept by surrogateescape
+            out.append(f"\\x{ord(c) - 0xdc00:02x}")
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append(repr(c)[1:-1])
+    return "'" + "".join(out) + "'"
+
+
 class OutputError(QuantirError):
     """An output that cannot or must not be written: it is an input, a directory, under a missing
     or read-only directory; or the write failed (disk full, permission denied)."""
+
+
+class QuantizationWarning(UserWarning):
+    """A quantization that succeeded on data or weights that make it unsound: degenerate calibration
+    samples, constant activations, weights that quantize to zeros. Names the tensors and what to give
+    instead; kept on ``Result.warnings`` too."""
+
+
+class ResourceError(QuantirError):
+    """A tensor or scratch buffer larger than the configured limit: names what was being made,
+    the shape and bytes requested and the limit, so that a hostile or careless file cannot
+    make quantir allocate without bound."""

@@ -132,10 +132,12 @@ def test_unsorted_graph(make_onnx_model):
 
 
 def test_opset_upgrade_failure(make_onnx_model):
-    # Scatter-9 needs three inputs; ONNX's converter asserts on this one.
-    node = helper.make_node("Scatter", ["x"], ["y"], name="sc")
-    model = make_onnx_model([node], [("x", np.float32, (2,))], [("y", np.float32, (2,))], opset=9)
-    with pytest.raises(ModelFormatError, match=r"opset 9; quantir imports opset 13 and newer, and ONNX's "
+    # BatchNormalization-7 with spatial = 0: ONNX's converter asserts on this one.
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn", spatial=0)
+    channel = [(k, np.float32, (2,)) for k in "sbmv"]
+    model = make_onnx_model([node], [("x", np.float32, (1, 2, 2)), *channel], [("y", np.float32, (1, 2, 2))],
+                            opset=8)
+    with pytest.raises(ModelFormatError, match=r"opset 8; quantir imports opset 13 and newer, and ONNX's "
                                                r"version converter failed"):
         load_onnx(model)
 

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import ModelFormatError, QuantirError, ShapeError, UnsupportedOpError, VerifyError
+from ...errors import ModelFormatError, QuantirError, ShapeError, UnsupportedOpError, VerifyError, quote_name
 from ...ir import Function, Module, Operation, StringAttr, Value
 from ...ir.dialects import func, nn
 from ...ir.opdef import from_attr
@@ -68,13 +68,13 @@ def attribute_value(a: onnx.AttributeProto, what: str):
     if kind == A.STRINGS:
         return tuple(s.decode("utf-8") for s in a.strings)
     if kind == A.TENSOR:
-        return to_array(a.t, f"{what} attribute '{a.name}'")
-    raise UnsupportedOpError(f"{what} attribute '{a.name}' of kind {A.AttributeType.Name(kind)} is not supported")
+        return to_array(a.t, f"{what} attribute {quote_name(a.name)}")
+    raise UnsupportedOpError(f"{what} attribute {quote_name(a.name)} of kind {A.AttributeType.Name(kind)} is not supported")
 
 
 def describe(node: onnx.NodeProto) -> str:
-    outs = ", ".join(f"'{o}'" for o in node.output if o)
-    name = f"node '{node.name}'" if node.name else "unnamed node"
+    outs = ", ".join(quote_name(o) for o in node.output if o)
+    name = f"node {quote_name(node.name)}" if node.name else "unnamed node"
     return f"{name} ({node.op_type} -> {outs})"
 
 
@@ -109,7 +109,7 @@ class NodeContext:
                     continue
             if array is None:
                 raise UnsupportedOpError(
-                    f"input {spec.index} ('{self.node.input[spec.index]}', the {spec.attr}) of {self.op_type} must "
+                    f"input {spec.index} ({quote_name(self.node.input[spec.index])}, the {spec.attr}) of {self.op_type} must "
                     f"be a constant for quantir to know the result's shape, but it is computed at run time and "
                     f"does not fold to a constant")
             if array.size == 0 and spec.empty_is_absent:
@@ -132,7 +132,7 @@ class NodeContext:
         for a in self.node.attribute:
             value = attribute_value(a, self.op_type)
             if (self.op_type, a.name) in op_table.TYPE_ATTRIBUTES:
-                value = element_type(value, f"{self.op_type} attribute '{a.name}'")
+                value = element_type(value, f"{self.op_type} attribute {quote_name(a.name)}")
             out[op_table.snake_case(a.name)] = value
         return out
 
@@ -153,7 +153,7 @@ class NodeContext:
         for key in attrs:
             if key not in opdef.attributes:
                 onnx_name = next((a.name for a in self.node.attribute if op_table.snake_case(a.name) == key), key)
-                raise UnsupportedOpError(f"attribute '{onnx_name}' of {self.op_type} is not supported")
+                raise UnsupportedOpError(f"attribute {quote_name(onnx_name)} of {self.op_type} is not supported")
         attributes = opdef.make_attrs(attrs)
         values = {k: (from_attr(s.kind, attributes[k]) if k in attributes else s.default)
                   for k, s in opdef.attributes.items()}
@@ -203,7 +203,7 @@ class GraphImporter:
             return self.values[name]
         except KeyError:
             where = describe(node) if node is not None else "a graph output"
-            raise self.error(ModelFormatError, f"{where} uses tensor '{name}', which no initializer, graph input or "
+            raise self.error(ModelFormatError, f"{where} uses tensor {quote_name(name)}, which no initializer, graph input or "
                                                f"earlier node defines (the graph is not topologically sorted "
                                                f"or is truncated)") from None
 
@@ -215,7 +215,7 @@ class GraphImporter:
             raise self.error(ModelFormatError, f"constant_inputs names {sorted(unknown)}, which are not graph inputs")
         args = [i for i in graph.input if i.name not in init_names and i.name not in self.constant_inputs]
         try:
-            arg_types = [tensor_type(i.type, f"graph input '{i.name}'") for i in args]
+            arg_types = [tensor_type(i.type, f"graph input {quote_name(i.name)}") for i in args]
         except UnsupportedOpError as e:
             raise self.error(UnsupportedOpError, e.message) from None
         self.fn = Function.create("main", arg_types, [],
@@ -225,7 +225,7 @@ class GraphImporter:
             self.values[i.name] = a
         for t in graph.initializer:
             try:
-                array = to_array(t, f"initializer '{t.name}'")
+                array = to_array(t, f"initializer {quote_name(t.name)}")
             except UnsupportedOpError as e:
                 raise self.error(UnsupportedOpError, e.message) from None
             self._define_constant(t.name, array)
@@ -252,14 +252,14 @@ class GraphImporter:
         ctx = NodeContext(self, node)
         try:
             if domain != "":
-                raise UnsupportedOpError(f"op '{node.op_type}' of domain '{domain}' is not supported "
+                raise UnsupportedOpError(f"op {quote_name(node.op_type)} of domain {quote_name(domain)} is not supported "
                                          f"(quantir imports the default ONNX domain)")
             if node.op_type in op_table.CUSTOM:
                 results = op_table.CUSTOM[node.op_type](ctx)
             elif node.op_type in op_table.GENERIC:
                 results = ctx.generic(op_table.GENERIC[node.op_type])
             else:
-                raise UnsupportedOpError(f"op '{node.op_type}' is not supported")
+                raise UnsupportedOpError(f"op {quote_name(node.op_type)} is not supported")
         except UnsupportedOpError as e:
             if self.keep_unsupported:
                 results = self._opaque(node, e)
@@ -293,9 +293,9 @@ class GraphImporter:
             t = self._onnx_type(name)
             if t is None:
                 raise self.error(UnsupportedOpError, f"{describe(node)}: {reason.message}; it cannot be kept "
-                                 f"opaque because the type of output '{name}' is unknown to ONNX shape inference")
+                                 f"opaque because the type of output {quote_name(name)} is unknown to ONNX shape inference")
             try:
-                types.append(tensor_type(t, f"output '{name}'"))
+                types.append(tensor_type(t, f"output {quote_name(name)}"))
             except UnsupportedOpError as e:
                 raise self.error(UnsupportedOpError, f"{describe(node)}: {reason.message}; it cannot be kept "
                                                      f"opaque: {e.message}") from None
@@ -316,7 +316,7 @@ class GraphImporter:
         if not out.type.HasField("tensor_type") or not out.type.tensor_type.elem_type:
             return
         try:
-            declared = tensor_type(out.type, f"graph output '{out.name}'")
+            declared = tensor_type(out.type, f"graph output {quote_name(out.name)}")
         except UnsupportedOpError as e:
             raise self.error(UnsupportedOpError, e.message) from None
         ours = v.type
@@ -327,5 +327,5 @@ class GraphImporter:
             mismatch |= len(declared.shape) != len(ours.shape) or any(
                 a is not None and b is not None and a != b for a, b in zip(declared.shape, ours.shape))
         if mismatch:
-            raise self.error(ShapeError, f"graph output '{out.name}' is declared as {declared} but quantir infers "
+            raise self.error(ShapeError, f"graph output {quote_name(out.name)} is declared as {declared} but quantir infers "
                                          f"{ours}")

@@ -14,7 +14,8 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from ...errors import ModelFormatError, UnsupportedOpError
+from ...errors import ModelFormatError, UnsupportedOpError, quote_name
+from .validate import validate_model
 
 MIN_OPSET = 13
 
@@ -48,7 +49,10 @@ def read_model(model: "str | os.PathLike | bytes | onnx.ModelProto") -> LoadedMo
         source = str(path)
         if not path.is_file():
             raise ModelFormatError(f"{source}: no such file")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ModelFormatError(f"{source}: cannot read the model: {e.strerror or e}") from None
         proto = _decode(data, source)
         base_dir = str(path.parent)
     _check_structure(proto, source)
@@ -56,6 +60,7 @@ def read_model(model: "str | os.PathLike | bytes | onnx.ModelProto") -> LoadedMo
         _load_external_data(proto, base_dir, source)
     opset = default_opset(proto)
     original = opset
+    validate_model(proto, source, opset)   # before the version converter, which assumes a sound model
     if opset < MIN_OPSET:
         proto = _upgrade(proto, opset, source)
         opset = default_opset(proto)
@@ -88,7 +93,7 @@ def _check_structure(proto: onnx.ModelProto, source: str) -> None:
         raise ModelFormatError(f"{source}: not a valid ONNX model: it decodes as protobuf but has "
                                f"{', '.join(problems)}; the file is truncated, corrupt or not ONNX")
     if default_opset(proto) is None:
-        domains = ", ".join(sorted(f"'{o.domain}'" for o in proto.opset_import))
+        domains = ", ".join(sorted(quote_name(o.domain) for o in proto.opset_import))
         raise UnsupportedOpError(f"{source}: the model imports only the domains {domains}; quantir imports models "
                                  f"of the default ONNX domain (ai.onnx)")
 
@@ -103,10 +108,14 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: str, source: str) -> N
             continue
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
+        if not isinstance(location, str) or not isinstance(t.name, str):
+            raise ModelFormatError(f"{source}: initializer {quote_name(t.name)} names its external data file "
+                                   f"{quote_name(location)}; a name that is not valid UTF-8 (the file is corrupt)")
         path = Path(base_dir) / location
         if not location or not path.is_file():
-            raise ModelFormatError(f"{source}: initializer '{t.name}' keeps its data in external file "
-                                   f"'{location}', which does not exist next to the model ({path})")
+            raise ModelFormatError(f"{source}: initializer {quote_name(t.name)} keeps its data in external file "
+                                   f"{quote_name(location)}, which does not exist next to the model "
+                                   f"({quote_name(str(path))})")
     try:
         onnx.load_external_data_for_model(proto, base_dir)
     except Exception as e:  # noqa: BLE001 - onnx raises several kinds here
@@ -119,7 +128,7 @@ def _raise_for_unknown_ops(proto: onnx.ModelProto, opset: int, source: str) -> N
     from .ops import SUPPORTED_OPS
     for node in proto.graph.node:
         if node.op_type not in SUPPORTED_OPS and not onnx.defs.has(node.op_type, node.domain):
-            raise UnsupportedOpError(f"{source}: {describe(node)}: op '{node.op_type}' is not supported (it has no "
+            raise UnsupportedOpError(f"{source}: {describe(node)}: op {quote_name(node.op_type)} is not supported (it has no "
                                      f"schema in the installed onnx, so the opset {opset} model cannot be upgraded)")
 
 

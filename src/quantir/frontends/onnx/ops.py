@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 from onnx import TensorProto
 
-from ...errors import UnsupportedOpError
+from ...errors import UnsupportedOpError, quote_name
 from ...ir import lookup
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
@@ -125,7 +125,7 @@ def _constant(ctx):
     elif name in ("value_int", "value_ints"):
         array = np.asarray(value, dtype=np.int64)
     else:
-        raise UnsupportedOpError(f"Constant with attribute '{name}' is not supported")
+        raise UnsupportedOpError(f"Constant with attribute {quote_name(name)} is not supported")
     return [ctx.constant(array, name_of_output=0)]
 
 
