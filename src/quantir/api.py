@@ -43,7 +43,8 @@ def load(path: str | os.PathLike | Any) -> Module:
     p = Path(path)
     if p.suffix == ".mlir":
         from .text import parse_module
-        return parse_module(p.read_text(), str(p))
+        from .text.files import read_ir_file
+        return parse_module(read_ir_file(p), str(p))
     if p.suffix == ".tflite":
         from .frontends.tflite import load_tflite
         return load_tflite(p)

@@ -98,10 +98,8 @@ def _process_chunk(source, lines: list[str], start: int, end: int, args) -> tupl
 
 
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        return f.read()
+    from ..text.files import read_ir_file
+    return read_ir_file(path)
 
 
 def _write(path: str, text: str) -> None:

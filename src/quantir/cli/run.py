@@ -68,14 +68,9 @@ def load_model(path: str):
         from ..frontends.onnx import load_onnx
         return load_onnx(p)
     if suffix == ".mlir":
+        from ..text.files import read_ir_file
         from ..text.parser import parse_module
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ParseError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ParseError(f"{path}: cannot read the IR text: {e}") from None
-        return parse_module(text, str(path))
+        return parse_module(read_ir_file(p), str(path))
     if suffix == ".tflite":
         from ..frontends.tflite import load_tflite
         return load_tflite(p)

@@ -287,7 +287,7 @@ class AttrParser(TypeParser):
             return ArrayAttr(tuple(items))
         if k is Tok.LBRACE:
             d = self.parse_attr_dict()
-            return DictAttr(tuple(sorted(d.items(), key=lambda kv: kv[0].encode())))
+            return DictAttr(tuple(sorted(d.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape"))))
         if k is Tok.FLOAT:
             return self._float_attr(type, False)
         if k is Tok.INTEGER:

@@ -88,15 +88,25 @@ def op_at(module: Module | None, loc: Location | None) -> Operation | Function |
     return None
 
 
+def _bytes_escaped(text: str) -> str:
+    """Bytes that are not UTF-8 (kept as surrogates when the file was read) as ``\\xNN``, so that
+    a diagnostic can be written to any stream; other lone surrogates as ``\\udNNN``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def render(diag: Diagnostic, lines: list[str] | None, *, show_source: bool = True) -> str:
     """One diagnostic as LLVM's SourceMgr prints it (``lines``: the file split on ``\\n``)."""
     if diag.loc is None:
-        return f"{diag.severity}: {diag.message}\n"
-    head = f"{diag.loc}: {diag.severity}: {diag.message}\n"
+        return _bytes_escaped(f"{diag.severity}: {diag.message}\n")
+    head = _bytes_escaped(f"{diag.loc}: {diag.severity}: {diag.message}\n")
     if not show_source or lines is None or not 1 <= diag.loc.line <= len(lines):
         return head
     line = lines[diag.loc.line - 1].rstrip("\r")
-    if not line.isascii():  # LLVM shows such a line without a caret
+    if not line.isascii():  # LLVM shows such a line without a caret; bytes that are not UTF-8 as \xNN
+        line = _bytes_escaped(line)
         return f"{head}{line}\n"
     col = max(diag.loc.col - 1, 0)
     pad = "".join(c if c == "\t" else " " for c in line[:col])

@@ -150,7 +150,7 @@ def _sanitize(name: str) -> str:
         return name
     out = ["_"] if name[:1].isdigit() else []
     for c in name:
-        out.append(c if ok(c) else "_" if c == " " else "".join("%X" % b for b in c.encode()))
+        out.append(c if ok(c) else "_" if c == " " else "".join("%X" % b for b in c.encode("utf-8", "surrogateescape")))
     return "".join(out)
 
 
