@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings as _warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +21,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import QuantirError
+from .errors import QuantirError, QuantizationWarning
 from .ir import Function, Module, Value
 from .ir.dialects import quant
 from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
 from .quantize.config import Config
 from .quantize.data import as_dataset
+from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.patterns import Annotation, annotate
 from .quantize.solver import ActParams, solve
@@ -80,6 +82,10 @@ class Result:
     statistics: Statistics
     config: Config
     _layers: list[LayerError] | None = field(default=None, repr=False)
+    # what looks fine and is not (quantize.health): degenerate calibration data, constant
+    # activations, weights that quantize to zeros; also emitted as QuantizationWarning
+    warnings: list[str] = field(default_factory=list)
+    degenerate_data: bool = False   # the calibration samples, hence the summary's SQNR, say nothing
 
     # -- inspection -----------------------------------------------------------------------------
     def cast_counts(self) -> tuple[int, int]:
@@ -104,6 +110,7 @@ class Result:
         report = self.spec_report()
         layers = sorted(self.layer_errors(), key=lambda e: e.sqnr_db)
         return {
+            "warnings": list(self.warnings),
             "calibration_samples": self.statistics.num_samples,
             "method": self.config.method,
             "per_channel": self.config.per_channel,
@@ -113,11 +120,13 @@ class Result:
             "quantize_ops": q, "dequantize_ops": d,
             "spec_check": {"checked": report.checked, "violations": [str(v) for v in report.violations]},
             "worst_layers": [e.as_dict() for e in layers[:worst]],
+            "sqnr_on_degenerate_data": self.degenerate_data,
         }
 
     def summary(self, worst: int = 10) -> str:
         s = self.summary_dict(worst)
-        lines = [f"quantized {sum(s['quantized'].values())} ops on {s['calibration_samples']} calibration samples "
+        lines = [f"WARNING: {w}" for w in s["warnings"]]
+        lines += [f"quantized {sum(s['quantized'].values())} ops on {s['calibration_samples']} calibration samples "
                  f"(method {s['method']}, {'per-channel' if s['per_channel'] else 'per-tensor'} weights):"]
         lines += [f"  {n:<14} {k}" for k, n in sorted(s["quantized"].items(), key=lambda kv: -kv[1])]
         lines.append(f"left float: {len(s['left_float'])}")
@@ -126,9 +135,12 @@ class Result:
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
         lines += [f"  {v}" for v in spec["violations"]]
-        lines.append(f"lowest SQNR layers (dB, against float on {min(32, s['calibration_samples'])} samples):")
+        on = f"{min(32, s['calibration_samples'])} samples"
+        if s["sqnr_on_degenerate_data"]:
+            on += " of degenerate calibration data: NOT evidence of accuracy, see the warnings"
+        lines.append(f"lowest SQNR layers (dB, against float on {on}):")
         for e in s["worst_layers"]:
-            sq = "inf" if e["sqnr_db"] is None else f"{e['sqnr_db']:7.2f}"
+            sq = f"{e['sqnr_db']:7.2f}" if e["sqnr_db"] is not None else "   -inf" if e["cosine"] == 0 else "    inf"
             lines.append(f"  {sq}  cos {e['cosine']:.5f}  max err {e['max_error_steps']:.1f} steps  "
                          f"{e['name']} ({e['kind']})")
         return "\n".join(lines)
@@ -185,7 +197,22 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     statistics = calibrate(fn, annotation, dataset, config, make_engine)
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
-    return Result(Module([int_fn]), fn, annotation, params, statistics, config)
+    health = check_health(fn, annotation, statistics, params, config)
+    for message in health.warnings:
+        _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
+    return Result(Module([int_fn]), fn, annotation, params, statistics, config,
+                  warnings=health.warnings, degenerate_data=health.degenerate_data)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside quantir (a warning then points at the user's
+    call, whether it came through ``qr.quantize``, the CLI or ``quantir.api.quantize``)."""
+    import sys
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _layer_errors(result: Result) -> list[LayerError]:

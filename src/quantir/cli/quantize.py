@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 
@@ -31,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import quantize
-    from ..errors import OutputError
+    from ..errors import OutputError, QuantizationWarning
     from ..fileio import check_outputs
     from ..quantize.config import Config
 
@@ -46,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
                     bias_correction=args.bias_correction)
-    result = quantize(args.model, args.data, config)
+    with warnings.catch_warnings(action="ignore", category=QuantizationWarning):   # printed below, one line each
+        result = quantize(args.model, args.data, config)
+    for w in result.warnings:   # even with -q: the model may be unusable
+        print(f"quantir quantize: warning: {w}", file=sys.stderr)
     result.save(args.output, format=args.format, io=args.io, activations=args.activations)
     if args.summary:
         result.save(args.summary)

@@ -30,7 +30,8 @@ from .methods import METHODS, Method, MinMaxOptions, Range, compute_range
 from .observers import HistogramObserver, MinMaxObserver, Observer, SampleMeanObserver
 from .patterns import Annotation, Region
 
-if TYPE_CHECKING:   # the solver and the lowering import this module; these are for annotations only
+if TYPE_CHECKING:   # the solver, the lowering and the health checks import this module; annotations only
+    from .health import InputObserver
     from .lower import IntegerTrace
     from .solver import ActParams, WeightParams
 
@@ -98,7 +99,8 @@ class Statistics:
 
     ``means``: per conv/FC input, its mean over all samples (bias correction ``"weights"``);
     ``kept_means``: the same over the kept samples only (``"empirical"``, which compares them
-    with the integer graph's values on those samples).
+    with the integer graph's values on those samples). ``inputs``: per model input, what its
+    samples look like (``health.InputObserver``: zeros, constant, copies of one sample).
     """
 
     observers: dict[Value, list[Observer]]
@@ -107,6 +109,7 @@ class Statistics:
     make_engine: "EngineFactory | None" = None
     means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
     kept_means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
+    inputs: "dict[str, InputObserver]" = field(default_factory=dict)   # per model input (health checks)
 
     def range(self, value: Value, config: Config) -> Range:
         obs = self.observers[value]
@@ -151,8 +154,10 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected}
     kept_means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected} \
         if config.bias_correction == "empirical" else {}
+    from .health import InputObserver   # health imports this module
     engine = make_engine(fn, list({v.name_hint: None for v in [*values, *corrected]}), config.engine)
     specs = input_specs(fn)
+    inputs = {s.name: InputObserver(s.name) for s in specs}
     kept: list[dict[str, np.ndarray]] = []
     kept_n = 0
     seen = 0
@@ -160,6 +165,8 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     progress = _progress(config, dataset)
     for batch in batches:
         results = engine.run(batch)
+        for name, array in batch.items():
+            inputs[name].update(array)
         for v, obs in observers.items():
             array = results[v.name_hint]
             for o in obs:
@@ -178,7 +185,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
             progress.update(n)
     if progress is not None:
         progress.close()
-    return Statistics(observers, seen, kept, make_engine, means, kept_means)
+    return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs)
 
 
 def _progress(config: Config, dataset: DatasetManager):

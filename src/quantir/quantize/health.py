@@ -1,0 +1,222 @@
+"""Health checks: results that look fine and are not (issue 11 item 9).
+
+Quantization succeeds on data that cannot give sound parameters, and its summary then looks
+excellent: the per-layer SQNR is measured on the same calibration samples, so all-zero or
+constant samples give 30–57 dB on every layer of a model that is useless on real input.
+Weights below int8's smallest step quantize to zeros without any error. Nothing here changes
+a parameter; each check returns messages that name the tensors and say what to give instead.
+``quantir.api.quantize`` emits them as ``QuantizationWarning`` and keeps them on the result.
+
+- Calibration inputs (``InputObserver``, fed by ``calibrate``): all zeros (or within ±1e-6),
+  one constant, every sample a copy of the first, every sample constant within itself; fewer
+  than ``FEW_SAMPLES`` samples (softer). Float inputs only: integer inputs (token ids, masks)
+  are legitimately constant.
+- Activations: a tensor of the float graph that is constant on every sample (min == max), or
+  within ±1e-6 (int8's range floor makes it 0), while the inputs vary: a dead ReLU, a constant
+  branch. Per tensor only: a ReLU output that is zero in some channels is normal.
+- Weights: a conv/FC weight whose int8 values are all zero, or a channel that is not negligible
+  in the model but quantizes to zeros (the information is lost). A channel that is zero, or
+  ``NEGLIGIBLE`` beside the tensor's largest, in the model (pruning, dead channels folded from
+  batch norm) is not reported unless the whole tensor is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import quote_name
+from ..ir import Function, Value
+from ..numerics.qparams import NEAR_ZERO_TOLERANCE, symmetric_weight_qparams
+from .calibrate import Statistics, constant_array, weighted_input
+from .config import Config
+from .patterns import Annotation, Region
+
+FEW_SAMPLES = 16          # below this many samples, ranges are a guess
+_LISTED = 8               # names listed per warning; the rest are counted
+_F32_TINY = float(np.finfo(np.float32).tiny)   # below this a float32 is subnormal
+NEGLIGIBLE = 1e-4         # a weight channel this far below the tensor's largest is as good as zero
+GIVE_REAL = "give real samples (a few hundred representative inputs, preprocessed as at inference)"
+
+
+class InputObserver:
+    """What one calibration input looks like across samples, batch by batch, in O(one sample).
+
+    Keeps the first sample, whether every later sample equals it, whether every sample is
+    constant within itself, and the largest magnitude seen.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.num_samples = 0
+        self.first: np.ndarray | None = None
+        self.identical = True          # every sample equals the first
+        self.constant_each = True      # every sample holds one value
+        self.lo = np.inf               # smallest and largest per-sample value...
+        self.hi = -np.inf
+        self.amax = 0.0                # ...and magnitude seen
+        self.is_float = True
+
+    def update(self, batch: np.ndarray) -> None:
+        a = np.asarray(batch)
+        if not np.issubdtype(a.dtype, np.floating):
+            self.is_float = False
+            return
+        if a.ndim == 0 or a.shape[0] == 0:
+            return
+        rows = a.reshape(a.shape[0], -1)
+        if rows.shape[1] == 0:
+            return
+        if self.first is None:
+            self.first = rows[0].copy()
+        if self.identical:
+            self.identical = bool(np.array_equal(rows, np.broadcast_to(self.first, rows.shape)))
+        lo, hi = rows.min(axis=1), rows.max(axis=1)
+        self.constant_each = self.constant_each and bool(np.array_equal(lo, hi))
+        self.lo, self.hi = min(self.lo, float(lo.min())), max(self.hi, float(hi.max()))
+        self.amax = max(self.amax, abs(self.lo), abs(self.hi))
+        self.num_samples += rows.shape[0]
+
+    def problem(self) -> str | None:
+        """What is wrong with this input's samples, or None."""
+        if not self.is_float or self.first is None:
+            return None
+        n = f"{self.num_samples} sample{'s' if self.num_samples != 1 else ''}"
+        if self.amax == 0.0:
+            return f"calibration input {quote_name(self.name)} is all zeros in every one of its {n}"
+        if self.amax <= NEAR_ZERO_TOLERANCE:
+            return (f"calibration input {quote_name(self.name)} stays within ±{self.amax:.3g} in all {n} "
+                    "(below int8's smallest range, 1e-6: it quantizes to zeros)")
+        if self.lo == self.hi:
+            return f"calibration input {quote_name(self.name)} is the constant {self.lo:.6g} in every one of its {n}"
+        if self.identical and self.num_samples > 1:
+            return f"calibration input {quote_name(self.name)}: all {n} are identical (each equals the first)"
+        if self.constant_each:
+            return (f"calibration input {quote_name(self.name)}: every one of its {n} is constant within itself "
+                    f"(one value per sample, from {self.lo:.6g} to {self.hi:.6g})")
+        return None
+
+
+@dataclass
+class Health:
+    """The warnings of one quantization, and whether its SQNR was measured on degenerate data."""
+
+    warnings: list[str] = field(default_factory=list)
+    degenerate_data: bool = False
+
+
+def check(fn: Function, annotation: Annotation, statistics: Statistics, params: Mapping, config: Config) -> Health:
+    """Every check, inputs first; activation checks only when the inputs are sound."""
+    inputs = input_warnings(statistics)
+    degenerate = bool(inputs)
+    out = list(inputs)
+    if statistics.num_samples < FEW_SAMPLES:
+        out.append(f"only {statistics.num_samples} calibration sample{'s' if statistics.num_samples != 1 else ''}: "
+                   f"ranges from fewer than {FEW_SAMPLES} inputs are a guess; {GIVE_REAL}")
+    if not degenerate:
+        out += activation_warnings(fn, statistics)
+    out += weight_warnings(annotation, params, config)
+    return Health(out, degenerate)
+
+
+def input_warnings(statistics: Statistics) -> list[str]:
+    return [f"{p}: the ranges, and the SQNR of the summary, describe this data, not real inputs; {GIVE_REAL}"
+            for obs in statistics.inputs.values() if (p := obs.problem()) is not None]
+
+
+def _listed(names: Sequence[str]) -> str:
+    more = len(names) - _LISTED
+    return ", ".join(names[:_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def activation_warnings(fn: Function, statistics: Statistics) -> list[str]:
+    """Observed tensors (not graph inputs) that are constant, or vanishing, on every sample."""
+    args = {id(a) for a in fn.arguments}
+    constant, vanishing = [], []
+    for v, observers in statistics.observers.items():
+        if id(v) in args or not observers or observers[0].num_values == 0:
+            continue
+        o = observers[0]
+        lo, hi = float(np.min(o.min)), float(np.max(o.max))
+        where = quote_name(v.name_hint) + (f" ({_producer(v)})" if _producer(v) else "")
+        if lo == hi:
+            constant.append(f"{where} = {lo:.6g}")
+        elif max(abs(lo), abs(hi)) <= NEAR_ZERO_TOLERANCE:
+            vanishing.append(f"{where} within ±{max(abs(lo), abs(hi)):.3g}")
+    out = []
+    if constant:
+        out.append(f"{len(constant)} activation tensor{'s are' if len(constant) > 1 else ' is'} constant on every "
+                   f"calibration sample although the inputs vary: {_listed(constant)}. A dead ReLU or a constant "
+                   "branch: its int8 range carries no information; check the model there, or calibrate with "
+                   "samples that reach it")
+    if vanishing:
+        many = len(vanishing) > 1
+        out.append(f"{len(vanishing)} activation tensor{'s stay' if many else ' stays'} below int8's smallest range "
+                   f"(1e-6) on every sample, so {'they quantize' if many else 'it quantizes'} to zeros: "
+                   f"{_listed(vanishing)}. "
+                   "Check the weights upstream (vanishing or subnormal) or the input scaling")
+    return out
+
+
+def _producer(v: Value) -> str:
+    op = getattr(v, "op", None)
+    return "" if op is None else f"output of {quote_name(op.label or op.name)}"
+
+
+def weight_warnings(annotation: Annotation, params: Mapping, config: Config) -> list[str]:
+    """Conv/FC weights that quantize to all zeros, wholly or in channels that are not zero in float."""
+    from .solver import WeightParams, region_weights, weight_params   # the solver imports calibrate, as we do
+    out = []
+    seen: set[int] = set()
+    for region in annotation.regions:
+        x = weighted_input(region)
+        if x is None or id(key := region.match.values["w"]) in seen:
+            continue
+        seen.add(id(key))
+        w, b = region_weights(region)
+        wp = params.get(key)
+        if not isinstance(wp, WeightParams):   # tied weights: the lowering quantizes them per use, like this
+            s_in = params[x].scale if constant_array(x) is None and x in params else 1.0
+            wp = weight_params(w, b, s_in, config.per_channel)
+        msg = weight_problem(region, w, np.asarray(wp.scale, np.float64), config.per_channel)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
+def weight_problem(region: Region, w: np.ndarray, scale: np.ndarray, per_channel: bool) -> str | None:
+    """Why ``w`` (output channel first) quantizes to zeros with ``scale``, or None.
+
+    A channel's int8 values are all zero exactly when its largest ``|w| / scale`` is below 0.5
+    (``quantize_weights`` rounds half away from zero after an exact float64 division). A channel
+    ``NEGLIGIBLE`` times below the tensor's largest counts as zero in the model, like a pruned one:
+    trained models have such channels (EfficientNet-Lite0's stem: 3e-9 beside 17.6, with a bias of
+    -1.2), and losing them changes nothing.
+    """
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1, initial=0.0).astype(np.float64)
+    zero_q = amax / np.broadcast_to(scale, amax.shape) < 0.5
+    lost = zero_q & (amax > NEGLIGIBLE * amax.max(initial=0.0))
+    c = w.shape[0]
+    name = f"weight {quote_name(region.match.values['w'].name_hint)} of {quote_name(region.label)} ({region.pattern.kind})"
+    if zero_q.all():
+        if not amax.any():
+            why = "it is all zeros in the model"
+        elif (amax < _F32_TINY).all():
+            why = "its values are all subnormal (|w| < 1.2e-38)"
+        else:
+            why = f"its values (|w| <= {amax.max():.3g}) are below half an int8 step"
+        return (f"{name} quantizes to all zeros ({c} of {c} output channels): {why}, so the layer computes only "
+                "its bias. Check the model's weights (a failed export or training run?)")
+    if not lost.any():
+        return None
+    k = int(lost.sum())
+    if not per_channel:
+        hint = "one scale for the whole tensor is too coarse for them: quantize per channel (drop --per-tensor)"
+    elif (amax / symmetric_weight_qparams(w, axis=0)[0] >= 0.5)[lost].any():   # kept by the plain scale
+        hint = ("their scale was raised to keep the bias within int32, because the input's scale is tiny: "
+                "calibrate with real samples whose range at this layer's input is not near zero")
+    else:
+        hint = "their values are below int8's smallest step (2e-9); check the model's weights"
+    return (f"{name}: {k} of {c} output channels ({100.0 * k / c:.0f}%) quantize to all zeros although they are "
+            f"not negligible in the model; {hint}")
