@@ -70,6 +70,104 @@ def view(op: Operation) -> spec.QuantizedOp | None:
     return spec.QuantizedOp(kind, op.label or op.name, tuple(inputs), tuple(qparams_of(r) for r in op.results))
 
 
+def _softmax_limit(op: Operation) -> str | None:
+    """SOFTMAX's Prepare needs beta · input scale · 2**26 above 1; LiteRT aborts the process otherwise."""
+    x = op.operands[0].type
+    q = x.element_type if isinstance(x, TensorType) else None
+    if not isinstance(q, UniformQuantizedType):
+        return None
+    beta = float(np.float32(op.attr("beta")))
+    real = beta * float(np.float32(q.scale)) * 2.0 ** 26
+    if real > 1.0:
+        return None
+    return (f"beta × input scale × 2**26 must be above 1, found beta {beta:g} and input scale {q.scale:g}: LiteRT's "
+            f"SOFTMAX aborts the process on it and quantir cannot run it (a softmax has beta 1)")
+
+
 def check_module(module: Module | Function) -> spec.CheckReport:
     fn = module.main if isinstance(module, Module) else module
-    return spec.check([v for v in (view(op) for op in fn.ops) if v is not None])
+    report = spec.check([v for v in (view(op) for op in fn.ops) if v is not None])
+    for op in fn.ops:
+        message = _softmax_limit(op) if op.opdef is qnn.SOFTMAX else None
+        if message:
+            report.violations.append(spec.Violation(op.label or op.name, "SOFTMAX", "options", message))
+    return report
+
+
+# -- what LiteRT's interpreter refuses in a .tflite file, or crashes on ----------------------------
+# Measured with ai-edge-litert (BUILTIN_REF) on one-op models per supported op: LiteRT loads schema
+# version 3 only; each kernel's Prepare checks its input count; an omitted input (-1) is refused
+# ("was optional but was expected") except FULLY_CONNECTED's bias and PADV2's pad value, and makes
+# SQUEEZE, STRIDED_SLICE, TRANSPOSE and a two-input RESHAPE segfault; ops whose options are missing
+# (or of another type: LiteRT then reads none) get zeros, which SOFTMAX aborts on (beta 0) and the
+# conv and pool kernels refuse (stride 0). quantir imports such files (it ignores extra inputs and
+# defaults missing options), so `quantir check` must say it.
+_ARITY: dict[str, tuple[int, int]] = {
+    **{k: (1, 1) for k in ("AVERAGE_POOL_2D", "MAX_POOL_2D", "DEQUANTIZE", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU",
+                           "LOGISTIC", "RELU", "RELU6", "RELU_N1_TO_1", "SOFTMAX", "SQUEEZE", "TANH")},
+    **{k: (2, 2) for k in ("ADD", "SUB", "MUL", "EXPAND_DIMS", "MEAN", "TRANSPOSE", "RESIZE_BILINEAR",
+                           "RESIZE_NEAREST_NEIGHBOR")},
+    "SLICE": (3, 3), "STRIDED_SLICE": (4, 4), "PAD": (2, 3), "PADV2": (2, 3), "FULLY_CONNECTED": (2, 3),
+    "CONV_2D": (3, 3),   # int8 CONV_2D needs its bias (conv.cc: has_bias); DEPTHWISE_CONV_2D does not
+    "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
+}
+_MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
+_OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
+_NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",
+                  "MAX_POOL_2D": "refuses it (stride 0)", "CONV_2D": "refuses it (stride 0)",
+                  "DEPTHWISE_CONV_2D": "refuses it (dilation 0)"}
+
+
+def litert_file_violations(model) -> list[spec.Violation]:
+    """What LiteRT refuses to load or crashes on in a parsed .tflite ``model``
+    (:class:`~quantir.backends.tflite.model.Model`), in the file's own terms."""
+    from ..backends.tflite.schema import OPERATOR_OPTIONS, SCHEMA_VERSION, BuiltinOperator
+
+    found: list[spec.Violation] = []
+    if model.version != SCHEMA_VERSION:
+        found.append(spec.Violation("model", "SCHEMA", "version",
+                                    f"LiteRT loads schema version {SCHEMA_VERSION} only, found {model.version}"))
+    for code in model.operator_codes:
+        if code.version < 1:
+            found.append(spec.Violation(code.name, code.name, "operator code",
+                                        f"version must be 1 or more (LiteRT finds no kernel), found {code.version}"))
+    for sg in model.subgraphs[:1]:
+        for op in sg.operators:
+            kind = model.operator_name(op)
+            out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind
+
+            def flag(where: str, message: str) -> None:
+                found.append(spec.Violation(out, kind, where, message))
+
+            lo, hi = _ARITY.get(kind, (0, 1 << 30))
+            n = len(op.inputs)
+            if not lo <= n <= hi:
+                want = f"{lo}" if lo == hi else f"{lo} or {hi}" if hi == lo + 1 else f"at least {lo}"
+                flag("inputs", f"LiteRT's {kind} takes {want} inputs and refuses the model, found {n}")
+            for i, idx in enumerate(op.inputs):
+                if idx < 0 and (kind, i) not in _MAY_OMIT:
+                    effect = ("crashes (segmentation fault)" if kind in _OMIT_CRASHES else "refuses the model")
+                    flag(f"input {i}", f"is omitted (tensor index {idx}); LiteRT's {kind} needs it and {effect}")
+            try:
+                expected = OPERATOR_OPTIONS.get(BuiltinOperator(model.operator_codes[op.opcode_index].builtin_code))
+            except ValueError:
+                expected = None
+            if kind in _NEEDS_OPTIONS and expected is not None and not isinstance(op.options, expected):
+                found_text = "none" if op.options is None else type(op.options).__name__
+                flag("options", f"needs {expected.__name__}, found {found_text}: LiteRT reads zeros and "
+                                f"{_NEEDS_OPTIONS[kind]}")
+    return found
+
+
+def check_tflite(path: str) -> spec.CheckReport:
+    """``quantir check`` on a .tflite file: the file's own LiteRT refusals, then the spec table on
+    the imported IR (whose import refuses what quantir cannot represent, with a typed error)."""
+    from ..backends.tflite.reader import load_model
+    from ..frontends.tflite import CONVERTERS
+    from ..frontends.tflite.importer import Importer
+
+    model = load_model(path)
+    file_level = litert_file_violations(model)
+    report = check_module(Importer(model, 0, str(path), CONVERTERS).run().module)
+    report.violations[:0] = file_level
+    return report

@@ -66,12 +66,23 @@ def _check_output(output_scale: float, output_zero_point: int) -> None:
                            f"-128, found scale {output_scale} and zero point {output_zero_point}")
 
 
+def _check_scaling(beta: float, input_scale: float) -> None:
+    # PreprocessSoftmaxScaling needs beta·s_in·2**26 > 1 (QuantizeMultiplierGreaterThanOne): LiteRT
+    # aborts the process otherwise (beta 0, NaN, negative, or tiny), quantir refuses the op.
+    real = beta * input_scale * float(1 << (31 - _SCALED_DIFF_INTEGER_BITS))
+    if not real > 1.0:
+        raise QKernelError(f"softmax: beta × input scale × 2**{31 - _SCALED_DIFF_INTEGER_BITS} must be above 1, found "
+                           f"beta {beta:g} and input scale {input_scale:g} (product {real:g}); LiteRT's reference "
+                           f"kernel aborts on it. Use beta 1 (the softmax TFLite converters write)")
+
+
 def prepare_softmax(input_scale: float, beta: float = 1.0, output_scale: float = 1 / 256,
                     output_zero_point: int = -128, *, variant: Literal["reference", "lut"] = "reference"):
     """``SoftmaxPrepare``: fixed-point parameters (reference) or the float table (lut)."""
     _check_output(output_scale, output_zero_point)
     s_in, b = np.float32(input_scale), np.float32(beta)
     if variant == "reference":
+        _check_scaling(float(b), float(s_in))
         big_m, left_shift = preprocess_softmax_scaling(float(b), float(s_in), _SCALED_DIFF_INTEGER_BITS)
         diff_min = -calculate_input_radius(_SCALED_DIFF_INTEGER_BITS, left_shift)
         return SoftmaxParams(int(big_m), int(left_shift), int(diff_min))
