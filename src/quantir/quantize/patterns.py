@@ -351,6 +351,7 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
     refused: dict[Operation, str] = {}
     regions: list[Region] = []
     enabled = [p for p in patterns if p.name not in config.exclude and p.kind not in config.exclude]
+    position = {op: i for i, op in enumerate(fn.body.ops)}   # a region's ops in program order, without a rescan
     for op in reversed(fn.body.ops):
         if op in claimed or op.opdef in (arith.CONSTANT, func.RETURN) or not op.results:
             continue
@@ -369,7 +370,7 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
             if reason is not None:
                 refused.setdefault(op, reason)
                 continue
-            ordered = [o for o in fn.body.ops if o in set(ops)]
+            ordered = sorted(set(ops), key=position.__getitem__)
             region = Region(p, m, ordered, op)
             regions.append(region)
             for o in ops:

@@ -104,6 +104,20 @@ class NodeContext:
 SPLAT_MIN_ELEMENTS = 1024
 
 
+def _unique(base: str, sep: str, taken: set[str], next_suffix: dict[str, int], *, allow_empty: bool) -> str:
+    """``base`` if free (and non-empty, unless ``allow_empty``), else the first free
+    ``base<sep><k>``, k = 1, 2, ...; adds it to ``taken``. ``next_suffix[base]`` remembers the
+    first k not yet tried, valid because ``taken`` only grows."""
+    k = next_suffix.get(base, 0)
+    name = base if k == 0 else f"{base}{sep}{k}"
+    while name in taken or not (name or allow_empty):
+        k += 1
+        name = f"{base}{sep}{k}"
+    next_suffix[base] = k + 1
+    taken.add(name)
+    return name
+
+
 class GraphExporter:
     def __init__(self, fn: Function, opset: int, graph_name: str):
         self.fn = fn
@@ -118,26 +132,19 @@ class GraphExporter:
         self._node_names: set[str] = set()
         self._shared: dict[tuple, str] = {}
         self._counter = 0
+        # base -> the first suffix not yet tried for it. Names are never released, so a search
+        # resumes where the last one for its base stopped: n claims of one base stay linear.
+        self._next_tensor: dict[str, int] = {}
+        self._next_node: dict[str, int] = {}
 
     # -- naming ---------------------------------------------------------------------------------
     def claim(self, base: str) -> str:
-        """``base`` if no tensor has that name yet, else ``base__<k>``."""
-        name, k = base, 0
-        while name in self.used or not name:
-            k += 1
-            name = f"{base}__{k}"
-        self.used.add(name)
-        return name
+        """``base`` if no tensor has that name yet, else the first free ``base__<k>``, k = 1, 2, ..."""
+        return _unique(base, "__", self.used, self._next_tensor, allow_empty=False)
 
     def node_name(self, label: str | None, op_type: str) -> str:
         """The op's label (the ONNX node name it came from) or its op type, made unique."""
-        base = label or op_type
-        name, k = base, 0
-        while name in self._node_names:
-            k += 1
-            name = f"{base}_{k}"
-        self._node_names.add(name)
-        return name
+        return _unique(label or op_type, "_", self._node_names, self._next_node, allow_empty=True)
 
     def _name_values(self, ins: list[str], outs: list[str]) -> list[tuple[Value, str]]:
         """Assign ONNX names; returns the outputs that need an Identity node."""

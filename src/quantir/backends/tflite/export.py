@@ -155,12 +155,21 @@ class _Exporter:
         self.forms: dict[Value, dict[Form, int]] = {}
         self.bindings: dict[str, tuple[int, tuple[int, ...] | None]] = {}
         self.names: set[str] = set()
+        self.next_suffix: dict[str, int] = {}   # base -> the first suffix not yet tried for it
 
     # -- tensors ------------------------------------------------------------------------------
     def _name(self, base: str) -> str:
-        name, k = base or "t", 1
+        """``base`` (``t`` when empty) if free, else the first free ``base_<k>``, k = 1, 2, ...
+
+        Names are never released, so the suffixes a base has tried stay taken: the search resumes
+        where the last one for that base stopped instead of probing ``base_1, base_2, ...`` again
+        (which made exporting n ops with one base, e.g. a shared ``shape``, quadratic)."""
+        k = self.next_suffix.get(base, 0)
+        name = (base or "t") if k == 0 else f"{base}_{k}"
         while name in self.names:
-            name, k = f"{base}_{k}", k + 1
+            k += 1
+            name = f"{base}_{k}"
+        self.next_suffix[base] = k + 1
         self.names.add(name)
         return name
 
