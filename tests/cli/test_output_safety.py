@@ -12,7 +12,6 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -112,6 +111,8 @@ def test_outputs_that_are_one_file_are_refused(work, capsys, no_calibration):
     (["run", "m.onnx", "--inputs", "c.npz", "--outputs", "c.npz"], "output c.npz is the input arrays c.npz"),
     (["opt", "m.mlir", "-o", "m.mlir"], "output m.mlir is the input m.mlir"),
     (["verify", "hard.onnx", "--inputs", "c.npz", "--json", "c.npz"], "output c.npz is the input arrays c.npz"),
+    (["verify", "hard.onnx", "--inputs", "c.npz", "--json", "sym.onnx"],
+     "output sym.onnx is the input model hard.onnx"),
 ])
 def test_every_writing_command_refuses_to_overwrite_an_input(work, capsys, argv, line):
     before = digests(work)
@@ -123,18 +124,16 @@ def test_every_writing_command_refuses_to_overwrite_an_input(work, capsys, argv,
 
 @pytest.mark.parametrize("command", ["quantize", "convert", "run"])
 def test_unwritable_destinations_are_one_line_errors(work, capsys, no_calibration, command):
-    os.mkdir("dir.onnx")
     argv = {"quantize": ["quantize", "m.onnx", "--data", "c.npz", "-q", "-o"],
             "convert": ["convert", "m.onnx", "-o"],
             "run": ["run", "m.onnx", "--inputs", "c.npz", "--outputs"]}[command]
     suffix = ".npz" if command == "run" else ".onnx"
+    os.mkdir(f"dir{suffix}")
     before = digests(work)
-    cases = {"dir.onnx" if suffix == ".onnx" else None: "it is a directory",
+    cases = {f"dir{suffix}": "it is a directory",
              f"m.mlir/out{suffix}": "m.mlir is not a directory",
              f"missing/out{suffix}": "directory missing does not exist; create it first"}
     for out, reason in cases.items():
-        if out is None:
-            continue
         assert refused(capsys, [*argv, out]) == f"quantir {command}: cannot write {out}: {reason}"
     assert digests(work) == before and not os.path.exists("missing")
 
