@@ -104,8 +104,9 @@ def _seeds() -> tuple[bytes, ...]:
            (ROOT / "tests" / "frontends" / "data" / "torch_legacy_small.onnx").read_bytes()]
     dynamo = onnx.load(str(ROOT / "tests" / "frontends" / "data" / "torch_dynamo_small.onnx"))  # data embedded
     out.append(dynamo.SerializeToString())
-    out += [m.SerializeToString() for m in (*_hand_made(), *_node_tests())]
-    return tuple(out)
+    out += [m.SerializeToString() for m in _hand_made()]
+    # the whole models weigh as much as the one-node tests together: they reach calibration
+    return tuple(out * 10 + [m.SerializeToString() for m in _node_tests()])
 
 
 def seeds() -> list[bytes]:
@@ -122,7 +123,10 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     except Exception:  # noqa: BLE001 - an earlier mutant that no longer decodes
         return _bytes_mutation(data, rng)
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
-        rng.choice(_STRUCTURAL)(model, rng)
+        try:
+            rng.choice(_STRUCTURAL)(model, rng)
+        except (ValueError, TypeError, IndexError):
+            pass    # protobuf refused the value (a closed enum, a range): keep the mutant as it is
     out = model.SerializeToString()
     for marker, bad in _BAD_UTF8.items():
         out = out.replace(marker.encode(), bad)   # same length: no length prefix changes
@@ -216,7 +220,7 @@ def _m_attribute(model, rng):
         value = rng.choice([2, "SAME", 1.5, [1, 2], [0.5], ["a"]])
         n.attribute[i].CopyFrom(helper.make_attribute(a.name, value))
     elif kind == 2:           # the kind field says one thing, the value is another
-        a.type = rng.choice(list(AttributeProto.AttributeType.values()) + [99])
+        a.type = rng.choice(list(AttributeProto.AttributeType.values()))
     elif kind == 3:
         if a.type == AttributeProto.INTS and len(a.ints):
             a.ints[rng.randrange(len(a.ints))] = rng.choice(_INTS)

@@ -158,6 +158,15 @@ def _zero_point(ctx, index: int, dtype: np.dtype, shape=()) -> object:
     return v if v is not None else ctx.constant(np.zeros(shape, dtype=dtype))
 
 
+def _scale_shape(scale, op_type: str) -> tuple[int, ...]:
+    """The shape of the zero point quantir makes when a node omits it: the scale's, which must be known."""
+    shape = getattr(scale.type, "shape", None) or ()
+    if any(d is None for d in shape):
+        raise UnsupportedOpError(f"{op_type} without a zero point needs a scale of known shape, got "
+                                 f"{scale.type}; give the zero point or a constant scale")
+    return shape
+
+
 def _quantize_linear(ctx):
     attrs = ctx.attributes()
     out_code = attrs.pop("output_dtype", 0)
@@ -165,7 +174,7 @@ def _quantize_linear(ctx):
     zp = ctx.input(2)
     if zp is None:
         et = element_type(out_code or TensorProto.UINT8, "QuantizeLinear output_dtype")   # ONNX: uint8
-        zp = ctx.constant(np.zeros(scale.type.shape or (), dtype=element_dtype(et)))
+        zp = ctx.constant(np.zeros(_scale_shape(scale, "QuantizeLinear"), dtype=element_dtype(et)))
     elif out_code and element_type(out_code, "QuantizeLinear output_dtype") != zp.type.element_type:
         raise UnsupportedOpError("QuantizeLinear output_dtype differs from the zero point's type")
     return ctx.emit(nn.QUANTIZE_LINEAR, [ctx.input(0), scale, zp], **attrs)
@@ -177,7 +186,7 @@ def _dequantize_linear(ctx):
     x, scale = ctx.input(0), ctx.input(1)
     if out_code and element_type(out_code, "DequantizeLinear output_dtype") != scale.type.element_type:
         raise UnsupportedOpError("DequantizeLinear with an output_dtype other than the scale's type is not supported")
-    zp = _zero_point(ctx, 2, element_dtype(x.type), scale.type.shape or ())
+    zp = _zero_point(ctx, 2, element_dtype(x.type), _scale_shape(scale, "DequantizeLinear"))
     return ctx.emit(nn.DEQUANTIZE_LINEAR, [x, scale, zp], **attrs)
 
 
