@@ -27,8 +27,9 @@ from typing import BinaryIO
 
 from .errors import OutputError
 
-def check_outputs(outputs: Mapping[str, "str | os.PathLike[str] | None"],
-                  inputs: Mapping[str, "str | os.PathLike[str] | None"], *, make_parents: bool = False) -> None:
+
+def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None],
+                  inputs: Mapping[str, str | os.PathLike[str] | None], *, make_parents: bool = False) -> None:
     """Refuse outputs that would destroy an input or each other, or cannot be written.
 
     ``outputs`` maps a flag to a path (``{"-o": "m.int8.onnx", "--summary": None}``), ``inputs``
@@ -49,7 +50,7 @@ def check_outputs(outputs: Mapping[str, "str | os.PathLike[str] | None"],
         check_output(out, make_parents=make_parents)
 
 
-def same_file(a: "str | os.PathLike[str]", b: "str | os.PathLike[str]") -> bool:
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether ``a`` and ``b`` name one file: same device and inode when both exist (hard links,
     symlinks), else the same resolved path (two outputs that do not exist yet)."""
     try:
@@ -58,7 +59,7 @@ def same_file(a: "str | os.PathLike[str]", b: "str | os.PathLike[str]") -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_output(path: "str | os.PathLike[str]", *, make_parents: bool = False) -> Path:
+def check_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Path:
     """The file that writing ``path`` will replace (a symlink's target), after checking it can be
     written: it is not a directory, and its parent is a writable directory -- or, with
     ``make_parents``, the nearest existing ancestor is."""
@@ -79,7 +80,7 @@ def check_output(path: "str | os.PathLike[str]", *, make_parents: bool = False) 
     return dest
 
 
-def prepare_output(path: "str | os.PathLike[str]", *, make_parents: bool = False) -> Path:
+def prepare_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Path:
     """:func:`check_output`, then create the missing parent directories if ``make_parents``."""
     dest = check_output(path, make_parents=make_parents)
     if make_parents:
@@ -89,7 +90,7 @@ def prepare_output(path: "str | os.PathLike[str]", *, make_parents: bool = False
 
 
 @contextlib.contextmanager
-def atomic_output(path: "str | os.PathLike[str]", *, make_parents: bool = False) -> Iterator[BinaryIO]:
+def atomic_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into; it replaces ``path`` when the block ends
     without an exception and is removed otherwise. ``OSError`` becomes ``OutputError``."""
     dest = prepare_output(path, make_parents=make_parents)
@@ -106,7 +107,8 @@ def atomic_output(path: "str | os.PathLike[str]", *, make_parents: bool = False)
         with _as_output_error(path), os.fdopen(fd, "wb") as f:  # ENOSPC in the caller's writes too
             yield f
             f.flush()
-            os.fchmod(f.fileno(), mode)
+            if hasattr(os, "fchmod"):  # POSIX; elsewhere mkstemp's file has the default permissions
+                os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         with _as_output_error(path):
             os.replace(tmp, dest)
@@ -117,7 +119,7 @@ def atomic_output(path: "str | os.PathLike[str]", *, make_parents: bool = False)
         raise
 
 
-def atomic_write(path: "str | os.PathLike[str]", data: bytes, *, make_parents: bool = False) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, make_parents: bool = False) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_output`)."""
     with atomic_output(path, make_parents=make_parents) as f:
         f.write(data)
