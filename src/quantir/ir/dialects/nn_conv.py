@@ -107,10 +107,11 @@ def _conv_shape(x, w, attrs, what: str = "conv") -> tuple[Dim, ...] | None:
 def _conv(types, attrs):
     x, w = types[0], types[1]
     require_float(x, "conv input")
+    shape = _conv_shape(x, w, attrs)        # checks the ranks before the bias reads w's dim 0
     if len(types) == 3 and shape_of(types[2]) is not None and shape_of(w) is not None:
         if shape_of(types[2]) != (shape_of(w)[0],):
             raise ShapeError(f"bias of shape {shape_of(types[2])} must be ({shape_of(w)[0]},)")
-    return [tensor(_conv_shape(x, w, attrs), elt(x))]
+    return [tensor(shape, elt(x))]
 
 
 def _conv_integer(types, attrs):
