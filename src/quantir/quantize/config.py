@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Callable, Literal
 
+from ..errors import CalibrationError
 from .methods import MethodOptions, options_for
 
 Engine = Literal["ort", "interpreter"]
@@ -45,6 +47,11 @@ class Config:
     def __post_init__(self) -> None:
         if self.method_options is None:
             object.__setattr__(self, "method_options", options_for(self.method))
+        if self.max_samples is not None and (isinstance(self.max_samples, bool) or
+                                             not isinstance(self.max_samples, Integral) or self.max_samples < 1):
+            raise CalibrationError(f"max_samples (--max-samples) must be a whole number of at least 1, got "
+                                   f"{self.max_samples!r}: it is how many calibration samples to use at most; "
+                                   f"leave it unset to use them all")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.engine not in ("ort", "interpreter"):

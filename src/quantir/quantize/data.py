@@ -9,8 +9,10 @@ naming the input and the sample index.
 """
 from __future__ import annotations
 
+import math
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -87,7 +89,7 @@ def _validate(feeds: Mapping[str, Any], inputs: Sequence[InputSpec], first_sampl
         raise CalibrationError(f"calibration sample {first_sample}: expected a dict of input name -> array, "
                                f"got {type(feeds).__name__}")
     expected = {i.name: i for i in inputs}
-    unknown = sorted(set(feeds) - set(expected))
+    unknown = sorted(repr(k) if not isinstance(k, str) else k for k in set(feeds) - set(expected))
     missing = sorted(set(expected) - set(feeds))
     if unknown or missing:
         parts = ([f"unknown input(s) {', '.join(unknown)}"] if unknown else []) + \
@@ -97,7 +99,14 @@ def _validate(feeds: Mapping[str, Any], inputs: Sequence[InputSpec], first_sampl
     out: Feeds = {}
     count = None
     for name, spec in expected.items():
-        a = np.asarray(feeds[name])
+        try:
+            a = np.asarray(feeds[name])
+        except (ValueError, TypeError) as e:   # ragged nested lists
+            raise CalibrationError(f"calibration input '{name}' (samples from {first_sample}) is not an array: "
+                                   f"{_short(e)}") from None
+        if a.ndim == 0:
+            raise CalibrationError(f"calibration input '{name}' (samples from {first_sample}) is a scalar; "
+                                   f"axis 0 of an input's array indexes samples")
         shape = spec.type.shape
         if shape is not None and a.ndim != len(shape):
             raise CalibrationError(f"calibration input '{name}' (samples from {first_sample}) has rank {a.ndim} "
@@ -129,6 +138,78 @@ def _fmt(shape) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
+# -- .npz files ------------------------------------------------------------------------------------
+# Every member is checked before anything is allocated: numpy's read_array allocates the shape its
+# header claims, so a 100-byte member claiming 13 TiB must be refused from its header and its size.
+
+_DEFLATE_MAX_RATIO = 1032   # deflate expands at most ~1032:1; a member claiming more is corrupt
+
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file (``np.savez``) by key; ``CalibrationError`` naming the file and
+    the member for anything else: not a zip, a bare ``.npy``, a member that is not ``.npy``, a
+    corrupt or object-dtype header, a header whose shape does not match the member's size."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:   # missing, empty, not numpy's format
+        raise CalibrationError(f"cannot read calibration data '{path}': {e}") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise CalibrationError(f"calibration data '{path}' is a single .npy array; save an .npz keyed by "
+                               "input name (np.savez(path, input=samples))")
+    with loaded as npz:
+        return {info.filename[:-4]: _read_member(npz.zip, info, path) for info in npz.zip.infolist()}
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+    name = info.filename
+    if not name.endswith(".npy"):
+        raise CalibrationError(f"'{path}' holds '{name}', which is not a .npy array: an .npz of calibration "
+                               f"data holds one .npy array per input (np.savez(path, input=samples))")
+    where = f"calibration array '{name[:-4]}' in '{path}'"
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise CalibrationError(f"{where} uses zip compression method {info.compress_type}; np.savez and "
+                               f"np.savez_compressed write stored or deflated members")
+    if (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) or \
+            info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 1024:
+        raise CalibrationError(f"{where}: the zip entry claims {info.file_size} bytes from {info.compress_size} "
+                               f"stored bytes; the archive is corrupt")
+    try:
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise CalibrationError(f"{where} is a .npy array of format version {version[0]}.{version[1]}; "
+                                       f"quantir reads versions 1.0 and 2.0 (np.save of numeric arrays)")
+            data_offset = f.tell()
+    except CalibrationError:
+        raise
+    except Exception as e:   # numpy parses the header with literal_eval, then tokenize: ValueError,
+        # SyntaxError, tokenize.TokenError, TypeError...; and the zip layer adds its own
+        raise CalibrationError(f"{where} has a corrupt .npy header: {_short(e)}") from None
+    if dtype.hasobject:
+        raise CalibrationError(f"{where} is an array of Python objects ({dtype}); quantir does not unpickle "
+                               f"data: save numeric arrays (np.asarray(samples, np.float32))")
+    claimed = math.prod(shape) * dtype.itemsize
+    held = info.file_size - data_offset
+    if claimed != held:
+        raise CalibrationError(f"{where}: its .npy header claims shape {shape} of {dtype} ({claimed} bytes) but "
+                               f"the member holds {held} bytes of data; the file is truncated or corrupt")
+    try:
+        with zf.open(info) as f:   # the size is now known to be the member's own: safe to allocate
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
+        raise CalibrationError(f"{where} cannot be read: {_short(e)}") from None
+
+
+def _short(e: Exception) -> str:
+    """numpy quotes the whole padded header: one line, at most 200 characters."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 # -- adapters -----------------------------------------------------------------------------------
 
 def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
@@ -137,21 +218,20 @@ def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
     one-input model), or the path of an ``.npz`` file."""
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
-        try:
-            loaded = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:   # missing, empty, not numpy's format
-            raise CalibrationError(f"cannot read calibration data '{path}': {e}") from None
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise CalibrationError(f"calibration data '{path}' is a single .npy array; save an .npz keyed by "
-                                   "input name (np.savez(path, input=samples))")
-        with loaded as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        arrays = read_npz(path)
         description = path
     elif isinstance(data, np.ndarray):
         arrays = {input_name or "": data}
         description = f"array {data.shape}"
     else:
-        arrays = {k: np.asarray(v) for k, v in data.items()}
+        bad = [k for k in data if not isinstance(k, str)]
+        if bad:
+            raise CalibrationError(f"calibration data keyed by {bad[0]!r} ({type(bad[0]).__name__}): the keys are the "
+                                   f"model's input names; {ACCEPTED_FORMS}")
+        try:
+            arrays = {k: np.asarray(v) for k, v in data.items()}
+        except (ValueError, TypeError) as e:   # ragged nested lists
+            raise CalibrationError(f"calibration data is not a dict of arrays: {_short(e)}") from None
         description = "arrays " + ", ".join(f"{k}{v.shape}" for k, v in arrays.items())
     lengths = {k: (v.shape[0] if v.ndim else 0) for k, v in arrays.items()}
     if len(set(lengths.values())) > 1:
@@ -165,10 +245,21 @@ def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
     return DatasetManager(source, description, n)
 
 
-def from_feeds(feeds: Iterable[Mapping[str, np.ndarray]], *, batched: bool = True) -> DatasetManager:
-    """Any iterable of feed dicts. ``batched=False`` when each dict is one sample without axis 0."""
+def from_feeds(feeds: Iterable[Any], *, batched: bool = True, input_names: Sequence[str] = ()) -> DatasetManager:
+    """Any iterable of feed dicts (a list, a generator, a ``torch`` DataLoader yielding dicts).
+    ``batched=False`` when each dict is one sample without axis 0. For a one-input model (its
+    name in ``input_names``) an item may also be a bare array: that input's batch."""
+    only = input_names[0] if len(input_names) == 1 else None
+
     def source() -> Iterator[Feeds]:
-        for f in feeds:
+        for i, f in enumerate(feeds):
+            if isinstance(f, np.ndarray) and only is not None:
+                f = {only: f}
+            elif not isinstance(f, Mapping):
+                raise CalibrationError(f"calibration item #{i} is a {type(f).__name__}: an iterable of calibration "
+                                       f"data yields dicts of input name -> array"
+                                       f"{' (or arrays, for a one-input model)' if only is None else ''}; "
+                                       f"{ACCEPTED_FORMS}")
             yield dict(f) if batched else {k: np.asarray(v)[None] for k, v in f.items()}
     n = len(feeds) if isinstance(feeds, Sequence) and not batched else None
     return DatasetManager(source, f"{type(feeds).__name__} of feeds", n)
@@ -183,12 +274,20 @@ def from_reader(reader: Any) -> DatasetManager:
         if callable(getattr(reader, "rewind", None)):
             reader.rewind()
         while (feeds := reader.get_next()) is not None:
-            yield dict(feeds)
+            yield dict(feeds) if isinstance(feeds, Mapping) else feeds   # _validate says what is wrong
     return DatasetManager(source, f"{type(reader).__name__}", None)
 
 
+ACCEPTED_FORMS = ("calibration data is a dict of input name -> array (axis 0 indexes samples), the path of an .npz "
+                  "saved that way, an iterable of such dicts, a CalibrationDataReader, or, for a one-input model, "
+                  "an array or an iterable of arrays")
+
+
 def as_dataset(data: Any, input_names: Sequence[str] = ()) -> DatasetManager:
-    """Accept whatever the user passed to ``quantize`` and pick the adapter."""
+    """Accept whatever the user passed to ``quantize`` and pick the adapter (see ``ACCEPTED_FORMS``).
+
+    A generator is read once, as it yields; its arrays (one-input models) or dicts are batches
+    whose axis 0 indexes samples."""
     if isinstance(data, DatasetManager):
         return data
     if isinstance(data, (str, os.PathLike, Mapping)):
@@ -200,7 +299,6 @@ def as_dataset(data: Any, input_names: Sequence[str] = ()) -> DatasetManager:
         return from_numpy(data, input_names[0])
     if callable(getattr(data, "get_next", None)):
         return from_reader(data)
-    if isinstance(data, Iterable):
-        return from_feeds(data)
-    raise CalibrationError(f"cannot use {type(data).__name__} as calibration data: pass arrays, an .npz path, "
-                           f"an iterable of feed dicts or a CalibrationDataReader")
+    if isinstance(data, Iterable) and not isinstance(data, (bytes, bytearray)):
+        return from_feeds(data, input_names=input_names)
+    raise CalibrationError(f"cannot use {type(data).__name__} as calibration data: {ACCEPTED_FORMS}")
