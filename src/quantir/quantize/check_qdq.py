@@ -51,10 +51,16 @@ def _params(q_or_dq: Operation, axis_map: dict[int, int] | None = None) -> spec.
         values = None
     axis = q_or_dq.attr("axis") if np.ndim(scale) == 1 else None
     if axis is not None and axis < 0:
-        axis += len(stored.type.shape)
+        rank = len(_shape(stored) or ())
+        axis = axis + rank if rank else None   # unknown rank: the axis cannot be placed
     return spec.QParams(_DTYPES.get(np.dtype(dtype), str(dtype)), np.asarray(scale, np.float64),
                         np.asarray(zp if zp is not None else 0, np.int64),
                         axis=(axis_map or {}).get(axis, axis), values=values)
+
+
+def _shape(v: Value) -> tuple | None:
+    """The value's dims, or None when its type has no shape (an unranked graph input)."""
+    return getattr(v.type, "shape", None)
 
 
 def _producer(v: Value, opdef) -> Operation | None:
@@ -77,9 +83,10 @@ def views(module: Module | Function) -> list[spec.QuantizedOp]:
             continue   # a float op outside any quantized region
         axis_map = None
         if op.opdef is nn.CONV:
-            w = op.operands[1].type
-            x = op.operands[0].type
-            if w.shape[1] == 1 and (op.attr("group") or 1) == x.shape[1] and x.shape[1] not in (None, 1):
+            w, x = _shape(op.operands[1]), _shape(op.operands[0])
+            channels = x[1] if x is not None and len(x) > 1 else None   # a graph input may have no shape
+            if (w is not None and len(w) > 1 and w[1] == 1 and (op.attr("group") or 1) == channels
+                    and channels not in (None, 1)):
                 kind, axis_map = "DEPTHWISE_CONV_2D", {0: 3}
         elif op.opdef is nn.MATMUL or (op.opdef is nn.GEMM and not op.attr("trans_b")):
             axis_map = {1: 0}   # weights stored [K, N]: the output channel is dim 1

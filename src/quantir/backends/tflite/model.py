@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantir.errors import ModelFormatError
+from quantir.errors import ModelFormatError, UnsupportedOpError
 
 from quantir.backends.tflite.schema import (
     NUMPY_DTYPES,
@@ -81,7 +81,10 @@ class Tensor:
     @property
     def dtype(self) -> np.dtype:
         if self.type not in NUMPY_DTYPES:
-            raise ValueError(f"tensor {self.name!r}: type {self.type.name} has no numpy dtype")
+            # RESOURCE, STRING, VARIANT, COMPLEX...: a constant of such a type cannot be read as an array
+            raise UnsupportedOpError(f"tensor {self.name!r} has type {self.type.name}, whose data quantir cannot read; "
+                                     f"quantir reads int8 models (int8 and int32 tensors, float32 at QUANTIZE/"
+                                     f"DEQUANTIZE)")
         return NUMPY_DTYPES[self.type]
 
 

@@ -93,8 +93,10 @@ def _pick_layout(ctx: OpContext, inputs, rank: int) -> L.Perm:
 def _binary(opdef) -> Converter:
     def convert(ctx: OpContext) -> None:
         perm = _pick_layout(ctx, (0, 1), ctx.out_rank)
-        ctx.emit(opdef, [_operand(ctx, 0, perm), _operand(ctx, 1, perm)], perm,
-                 activation=ctx.activation(ctx.options.fused_activation_function))
+        operands = [_operand(ctx, 0, perm), _operand(ctx, 1, perm)]
+        for i, v in enumerate(operands):   # e.g. a per-axis int32 bias wired into an ADD
+            _per_tensor_int8(v, f"input {i} ('{ctx.imp.names[ctx.idx(i)]}') of {ctx.op_name}")
+        ctx.emit(opdef, operands, perm, activation=ctx.activation(ctx.options.fused_activation_function))
     return convert
 
 

@@ -8,6 +8,7 @@ say "narrow range"); the checker looks at the stored values instead.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ...backends.tflite.model import Quantization, Tensor
@@ -52,6 +53,12 @@ def element_type(t: Tensor, axis_to_ir: Callable[[int], int] = lambda a: a) -> T
 
 
 def _quantized(t: Tensor, q: Quantization, storage: IntegerType, axis_to_ir: Callable[[int], int]) -> Type:
+    # a scale that is not finite and positive leaves real = scale·(q - zp) undefined: refused here, for
+    # every tensor, rather than imported for `check` (NaN passes the types' range test)
+    bad = [s for s in q.scale if not (math.isfinite(s) and s > 0)]
+    if bad:
+        raise ModelFormatError(f"tensor '{t.name}': scale {bad[0]:g} must be finite and positive; LiteRT's "
+                               f"arithmetic is undefined with it (re-quantize the model)")
     try:
         if len(q.scale) == 1:
             return UniformQuantizedType(storage_type=storage, expressed_type=F32, scale=q.scale[0],
