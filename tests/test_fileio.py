@@ -141,6 +141,16 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, exc
     assert target.read_bytes() == b"old" and files(tmp_path) == ["out.npz"]
 
 
+def test_exit_removes_a_temporary_whose_cleanup_was_skipped(tmp_path):
+    """An interrupt inside contextlib's frames never reaches the generator's ``except``: the
+    atexit hook is the backstop."""
+    cm = atomic_output(tmp_path / "out.bin")
+    cm.__enter__().write(b"partial")  # abandoned: __exit__ never runs
+    assert len(fileio._pending) == 1 and len(files(tmp_path)) == 1
+    fileio._remove_pending()
+    assert files(tmp_path) == [] and not fileio._pending
+
+
 # -- modes -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

@@ -15,6 +15,7 @@ destination's parent directory is created only when the caller asks (``make_pare
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -104,6 +105,7 @@ def atomic_output(path: str | os.PathLike[str], *, make_parents: bool = False) -
             mode = _mode_for(dest)
             with _signals_deferred():  # so that an interrupt cannot land between creating and naming it
                 fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+                _pending.add(tmp)
         with _as_output_error(path), os.fdopen(fd, "wb") as f:  # ENOSPC in the caller's writes too
             yield f
             f.flush()
@@ -112,10 +114,12 @@ def atomic_output(path: str | os.PathLike[str], *, make_parents: bool = False) -
             os.fsync(f.fileno())
         with _as_output_error(path):
             os.replace(tmp, dest)
+        _pending.discard(tmp)
     except BaseException:
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+            _pending.discard(tmp)
         raise
 
 
@@ -126,6 +130,20 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, make_parents: boo
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+# Temporaries not yet renamed or removed. An interrupt that lands inside contextlib's own frames
+# (between the ``with`` body and the generator) skips the generator's cleanup, and finalizing it
+# at interpreter shutdown may find ``os`` torn down already; so exit removes what is left.
+_pending: set[str] = set()
+
+
+@atexit.register
+def _remove_pending() -> None:
+    for tmp in list(_pending):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _pending.discard(tmp)
+
 
 def _destination(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
