@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 from quantir.cli.main import main  # noqa: E402
-from quantir.errors import ModelFormatError, QuantirError, UnsupportedOpError  # noqa: E402
+from quantir.errors import ModelFormatError, QuantirError, ShapeError, UnsupportedOpError, VerifyError  # noqa: E402
 from quantir.frontends.onnx import load_onnx  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,4 +154,39 @@ def test_dims_mutant_of_a_real_weight(tmp_path):
     w.dims[0] += 1
     with pytest.raises(ModelFormatError, match=rf"initializer \d+ \('{w.name}'\): dims \[{w.dims[0]}, .* of FLOAT "
                                                rf"need \d+ bytes of raw_data, the file has \d+"):
+        load_onnx(model)
+
+
+def _one_node(node, inputs, inits=()) -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [vi(n, t, s) for n, t, s in inputs], [vi("y", TensorProto.FLOAT, None)],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 17)])
+
+
+def test_dequantize_of_a_float_tensor():
+    # fuzzer reproducer: imported, then `TypeError: dequantize: q must be an integer array` while calibrating
+    node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], name="dq")
+    model = _one_node(node, [("x", TensorProto.FLOAT, (2, 3))], [helper.make_tensor("s", TensorProto.FLOAT, (), [0.5])])
+    with pytest.raises(VerifyError) as e:
+        load_onnx(model)
+    assert str(e.value) == ("<ModelProto>: node 'dq' (DequantizeLinear -> 'y'): the input 0 of DequantizeLinear "
+                            "must be an integer tensor, got tensor<2x3xf32>")
+
+
+def test_quantize_to_a_bool_zero_point():
+    # fuzzer reproducer: `ValueError: Invalid integer data type 'b'.` in the QuantizeLinear kernel
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q")
+    inits = [helper.make_tensor("s", TensorProto.FLOAT, (), [0.5]), helper.make_tensor("z", TensorProto.BOOL, (), [0])]
+    with pytest.raises(VerifyError, match=r"the zero point \(input 2\) of QuantizeLinear must be an integer tensor, "
+                                          r"got tensor<i1>"):
+        load_onnx(_one_node(node, [("x", TensorProto.FLOAT, (2, 3))], inits))
+
+
+def test_conv_transpose_of_rank_one_tensors():
+    # fuzzer reproducer: `IndexError: tuple index out of range` in conv_transpose's type rule
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct")
+    model = _one_node(node, [("x", TensorProto.FLOAT, (3,)), ("w", TensorProto.FLOAT, (3,))])
+    with pytest.raises(ShapeError, match=r"node 'ct' \(ConvTranspose -> 'y'\): conv_transpose expects x of rank >= 3 "
+                                         r"and w of the same rank, got x \(3,\) and w \(3,\)"):
         load_onnx(model)

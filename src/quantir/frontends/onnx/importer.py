@@ -69,7 +69,8 @@ def attribute_value(a: onnx.AttributeProto, what: str):
         return tuple(s.decode("utf-8") for s in a.strings)
     if kind == A.TENSOR:
         return to_array(a.t, f"{what} attribute {quote_name(a.name)}")
-    raise UnsupportedOpError(f"{what} attribute {quote_name(a.name)} of kind {A.AttributeType.Name(kind)} is not supported")
+    raise UnsupportedOpError(f"{what} attribute {quote_name(a.name)} of kind {A.AttributeType.Name(kind)} is "
+                             f"not supported")
 
 
 def describe(node: onnx.NodeProto) -> str:
@@ -109,7 +110,8 @@ class NodeContext:
                     continue
             if array is None:
                 raise UnsupportedOpError(
-                    f"input {spec.index} ({quote_name(self.node.input[spec.index])}, the {spec.attr}) of {self.op_type} must "
+                    f"input {spec.index} ({quote_name(self.node.input[spec.index])}, the {spec.attr}) of "
+                    f"{self.op_type} must "
                     f"be a constant for quantir to know the result's shape, but it is computed at run time and "
                     f"does not fold to a constant")
             if array.size == 0 and spec.empty_is_absent:
@@ -203,7 +205,8 @@ class GraphImporter:
             return self.values[name]
         except KeyError:
             where = describe(node) if node is not None else "a graph output"
-            raise self.error(ModelFormatError, f"{where} uses tensor {quote_name(name)}, which no initializer, graph input or "
+            raise self.error(ModelFormatError, f"{where} uses tensor {quote_name(name)}, which no initializer, "
+                                               f"graph input or "
                                                f"earlier node defines (the graph is not topologically sorted "
                                                f"or is truncated)") from None
 
@@ -252,7 +255,8 @@ class GraphImporter:
         ctx = NodeContext(self, node)
         try:
             if domain != "":
-                raise UnsupportedOpError(f"op {quote_name(node.op_type)} of domain {quote_name(domain)} is not supported "
+                raise UnsupportedOpError(f"op {quote_name(node.op_type)} of domain {quote_name(domain)} is not "
+                                         f"supported "
                                          f"(quantir imports the default ONNX domain)")
             if node.op_type in op_table.CUSTOM:
                 results = op_table.CUSTOM[node.op_type](ctx)
@@ -293,7 +297,8 @@ class GraphImporter:
             t = self._onnx_type(name)
             if t is None:
                 raise self.error(UnsupportedOpError, f"{describe(node)}: {reason.message}; it cannot be kept "
-                                 f"opaque because the type of output {quote_name(name)} is unknown to ONNX shape inference")
+                                 f"opaque because the type of output {quote_name(name)} is unknown to ONNX shape "
+                                 f"inference")
             try:
                 types.append(tensor_type(t, f"output {quote_name(name)}"))
             except UnsupportedOpError as e:
@@ -327,5 +332,6 @@ class GraphImporter:
             mismatch |= len(declared.shape) != len(ours.shape) or any(
                 a is not None and b is not None and a != b for a, b in zip(declared.shape, ours.shape))
         if mismatch:
-            raise self.error(ShapeError, f"graph output {quote_name(out.name)} is declared as {declared} but quantir infers "
+            raise self.error(ShapeError, f"graph output {quote_name(out.name)} is declared as {declared} but "
+                                         f"quantir infers "
                                          f"{ours}")

@@ -128,7 +128,8 @@ def _raise_for_unknown_ops(proto: onnx.ModelProto, opset: int, source: str) -> N
     from .ops import SUPPORTED_OPS
     for node in proto.graph.node:
         if node.op_type not in SUPPORTED_OPS and not onnx.defs.has(node.op_type, node.domain):
-            raise UnsupportedOpError(f"{source}: {describe(node)}: op {quote_name(node.op_type)} is not supported (it has no "
+            raise UnsupportedOpError(f"{source}: {describe(node)}: op {quote_name(node.op_type)} is not supported "
+                                     f"(it has no "
                                      f"schema in the installed onnx, so the opset {opset} model cannot be upgraded)")
 
 

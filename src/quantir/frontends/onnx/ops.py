@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 from onnx import TensorProto
 
-from ...errors import UnsupportedOpError, quote_name
+from ...errors import UnsupportedOpError, VerifyError, quote_name
 from ...ir import lookup
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
@@ -167,6 +167,12 @@ def _scale_shape(scale, op_type: str) -> tuple[int, ...]:
     return shape
 
 
+def _require_integer(v, op_type: str, what: str) -> None:
+    """Quantized values are integers (ONNX's T1/T2 constraints); a float or bool one is a malformed model."""
+    if np.dtype(element_dtype(v.type)).kind not in "iu":
+        raise VerifyError(f"the {what} of {op_type} must be an integer tensor, got {v.type}")
+
+
 def _quantize_linear(ctx):
     attrs = ctx.attributes()
     out_code = attrs.pop("output_dtype", 0)
@@ -177,6 +183,7 @@ def _quantize_linear(ctx):
         zp = ctx.constant(np.zeros(_scale_shape(scale, "QuantizeLinear"), dtype=element_dtype(et)))
     elif out_code and element_type(out_code, "QuantizeLinear output_dtype") != zp.type.element_type:
         raise UnsupportedOpError("QuantizeLinear output_dtype differs from the zero point's type")
+    _require_integer(zp, "QuantizeLinear", "zero point (input 2)")
     return ctx.emit(nn.QUANTIZE_LINEAR, [ctx.input(0), scale, zp], **attrs)
 
 
@@ -184,6 +191,7 @@ def _dequantize_linear(ctx):
     attrs = ctx.attributes()
     out_code = attrs.pop("output_dtype", 0)
     x, scale = ctx.input(0), ctx.input(1)
+    _require_integer(x, "DequantizeLinear", "input 0")
     if out_code and element_type(out_code, "DequantizeLinear output_dtype") != scale.type.element_type:
         raise UnsupportedOpError("DequantizeLinear with an output_dtype other than the scale's type is not supported")
     zp = _zero_point(ctx, 2, element_dtype(x.type), _scale_shape(scale, "DequantizeLinear"))

@@ -161,6 +161,8 @@ def _conv_transpose(types, attrs):
     xs, ws = shape_of(x), shape_of(w)
     if xs is None or ws is None:
         return [tensor(None, elt(x))]
+    if len(xs) < 3 or len(ws) != len(xs):
+        raise ShapeError(f"conv_transpose expects x of rank >= 3 and w of the same rank, got x {xs} and w {ws}")
     kernel = tuple(attrs.get("kernel_shape") or ws[2:])
     if xs[1] is not None and ws[0] is not None and xs[1] != ws[0]:
         raise ShapeError(f"x has {xs[1]} channels but the weight expects {ws[0]}")
