@@ -194,3 +194,17 @@ def test_cli_object_array_in_data_is_one_line(model, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == (f"quantir quantize: calibration array 'x' in '{tmp_path / 'c.npz'}' is an array of Python objects "
                    "(object); quantir does not unpickle data: save numeric arrays (np.asarray(samples, np.float32))\n")
+
+
+def test_run_inputs_go_through_the_same_checks(tmp_path, capsys):
+    # `quantir run --inputs` reads its feeds with the same member checks (a ParseError there)
+    from quantir.cli.main import main
+    model = tmp_path / "m.mlir"
+    model.write_text('func.func @main(%arg0: tensor<2xf32> {quantir.name = "x"}) -> tensor<2xf32> {\n'
+                     '  return %arg0 : tensor<2xf32>\n}\n')
+    header = {"descr": "<f4", "fortran_order": False, "shape": (1 << 42,)}
+    inputs = npz_of(tmp_path, {"x.npy": npy_bytes(header=header, payload=b"\0" * 64)})
+    assert main(["run", str(model), "--inputs", str(inputs), "--outputs", str(tmp_path / "o.npz")]) == 1
+    assert capsys.readouterr().err == (
+        f"quantir run: input array 'x' in '{inputs}': its .npy header claims shape (4398046511104,) of float32 "
+        "(17592186044416 bytes) but the member holds 64 bytes of data; the file is truncated or corrupt\n")

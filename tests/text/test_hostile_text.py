@@ -156,3 +156,11 @@ def test_opt_reports_the_unpaired_attribute_on_one_line(tmp_path: Path, capsys):
     first = capsys.readouterr().err.splitlines()[0]
     assert first == (f"{path}:2:8: error: 'qnn.conv' op has 'multiplier' but no 'shift': give both fixed-point "
                      "attributes or neither")
+
+
+def test_a_lone_surrogate_is_refused_but_escaped_bytes_are_data():
+    # parse_module takes str: U+DC80..U+DCFF are bytes kept by surrogateescape, any other surrogate is no text
+    assert parse_error(op_with('"a\ud800"')) == (
+        "hostile.mlir:2:22: error: unexpected character U+D800: a lone surrogate is not text (bytes that are not "
+        "UTF-8 read with surrogateescape are U+DC80..U+DCFF)")
+    assert 'v = "a\\FF"' in print_module(parse_module(op_with('"a\udcff"'), "bytes.mlir"))

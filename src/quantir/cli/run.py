@@ -94,11 +94,9 @@ def read_npz(path: str) -> dict:
         raise ParseError(f"{path}: not a readable .npz archive ({e})") from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise ParseError(f"{path}: expected an .npz archive of named arrays (np.savez), got a single array")
-    with loaded:
-        try:
-            return {k: loaded[k] for k in loaded.files}
-        except unreadable as e:
-            raise ParseError(f"{path}: not a readable .npz archive ({e})") from None
+    from ..quantize.data import read_npz_members
+    with loaded:   # each member checked before it is allocated (a header may claim 13 TiB)
+        return read_npz_members(loaded, path, ParseError, "input")
 
 
 def write_npz(path: str, arrays: dict) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import CalibrationError
+from ..errors import CalibrationError, QuantirError
 from ..types import TensorType
 
 Feeds = dict[str, np.ndarray]
@@ -157,22 +157,31 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
         raise CalibrationError(f"calibration data '{path}' is a single .npy array; save an .npz keyed by "
                                "input name (np.savez(path, input=samples))")
     with loaded as npz:
-        return {info.filename[:-4]: _read_member(npz.zip, info, path) for info in npz.zip.infolist()}
+        return read_npz_members(npz, path)
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+def read_npz_members(npz: np.lib.npyio.NpzFile, path: str, error: type[QuantirError] = CalibrationError,
+                     what: str = "calibration") -> dict[str, np.ndarray]:
+    """The members of an open ``.npz``, each checked before it is allocated; ``error`` (naming
+    ``what`` data, the file and the key) for any member that is not a sound numeric ``.npy``.
+    ``quantir run --inputs`` reads its feeds through here too."""
+    return {info.filename[:-4]: _read_member(npz.zip, info, path, error, what) for info in npz.zip.infolist()}
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, error: type[QuantirError],
+                 what: str) -> np.ndarray:
     name = info.filename
     if not name.endswith(".npy"):
-        raise CalibrationError(f"'{path}' holds '{name}', which is not a .npy array: an .npz of calibration "
-                               f"data holds one .npy array per input (np.savez(path, input=samples))")
-    where = f"calibration array '{name[:-4]}' in '{path}'"
+        raise error(f"'{path}' holds '{name}', which is not a .npy array: an .npz of {what} data holds one .npy "
+                    f"array per input (np.savez(path, input=samples))")
+    where = f"{what} array '{name[:-4]}' in '{path}'"
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise CalibrationError(f"{where} uses zip compression method {info.compress_type}; np.savez and "
-                               f"np.savez_compressed write stored or deflated members")
+        raise error(f"{where} uses zip compression method {info.compress_type}; np.savez and "
+                    f"np.savez_compressed write stored or deflated members")
     if (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) or \
             info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 1024:
-        raise CalibrationError(f"{where}: the zip entry claims {info.file_size} bytes from {info.compress_size} "
-                               f"stored bytes; the archive is corrupt")
+        raise error(f"{where}: the zip entry claims {info.file_size} bytes from {info.compress_size} "
+                    f"stored bytes; the archive is corrupt")
     try:
         with zf.open(info) as f:
             version = np.lib.format.read_magic(f)
@@ -181,27 +190,27 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.nd
             elif version == (2, 0):
                 shape, _, dtype = np.lib.format.read_array_header_2_0(f)
             else:
-                raise CalibrationError(f"{where} is a .npy array of format version {version[0]}.{version[1]}; "
-                                       f"quantir reads versions 1.0 and 2.0 (np.save of numeric arrays)")
+                raise error(f"{where} is a .npy array of format version {version[0]}.{version[1]}; "
+                            f"quantir reads versions 1.0 and 2.0 (np.save of numeric arrays)")
             data_offset = f.tell()
-    except CalibrationError:
+    except QuantirError:
         raise
     except Exception as e:   # numpy parses the header with literal_eval, then tokenize: ValueError,
         # SyntaxError, tokenize.TokenError, TypeError...; and the zip layer adds its own
-        raise CalibrationError(f"{where} has a corrupt .npy header: {_short(e)}") from None
+        raise error(f"{where} has a corrupt .npy header: {_short(e)}") from None
     if dtype.hasobject:
-        raise CalibrationError(f"{where} is an array of Python objects ({dtype}); quantir does not unpickle "
-                               f"data: save numeric arrays (np.asarray(samples, np.float32))")
+        raise error(f"{where} is an array of Python objects ({dtype}); quantir does not unpickle "
+                    f"data: save numeric arrays (np.asarray(samples, np.float32))")
     claimed = math.prod(shape) * dtype.itemsize
     held = info.file_size - data_offset
     if claimed != held:
-        raise CalibrationError(f"{where}: its .npy header claims shape {shape} of {dtype} ({claimed} bytes) but "
-                               f"the member holds {held} bytes of data; the file is truncated or corrupt")
+        raise error(f"{where}: its .npy header claims shape {shape} of {dtype} ({claimed} bytes) but "
+                    f"the member holds {held} bytes of data; the file is truncated or corrupt")
     try:
         with zf.open(info) as f:   # the size is now known to be the member's own: safe to allocate
             return np.lib.format.read_array(f, allow_pickle=False)
     except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
-        raise CalibrationError(f"{where} cannot be read: {_short(e)}") from None
+        raise error(f"{where} cannot be read: {_short(e)}") from None
 
 
 def _short(e: Exception) -> str:

@@ -47,6 +47,9 @@ __all__ = ["parse_module", "parse_source"]
 
 _QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
 _KNOWN_DIALECTS = {"builtin", "func", "arith", "quant"}  # dialects with custom syntax here
+# Files are decoded with surrogateescape (text.files): U+DC80..U+DCFF stand for bytes that are not
+# UTF-8 and are kept; any other surrogate cannot be encoded back and is refused up front.
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 _INT_TYPE = re.compile(r"(?:i|si|ui)[0-9]+\Z")  # MLIR lexes these as type tokens, not names
 _DEFAULT_DIALECT_OPS = {"func.return", "func.func", "builtin.module"}
 _FUNC_PROPS = ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs")
@@ -73,6 +76,11 @@ def parse_source(source: Source, *, verify: bool = True, start: int = 0, end: in
     """Like :func:`parse_module` for the text of ``source`` between offsets ``start`` and
     ``end`` (a ``--split-input-file`` chunk, located in the whole file)."""
     parser = _ModuleParser(source, start, end)
+    bad = _LONE_SURROGATE.search(source.text, start, len(source.text) if end is None else end)
+    if bad:
+        raise parser.error_at(bad.start(), f"unexpected character U+{ord(bad.group()):04X}: a lone surrogate is "
+                                           f"not text (bytes that are not UTF-8 read with surrogateescape are "
+                                           f"U+DC80..U+DCFF)")
     try:
         module = parser.parse_top_level()
     except RecursionError:  # a safety net: nesting limits normally stop well before
