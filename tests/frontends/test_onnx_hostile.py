@@ -190,3 +190,19 @@ def test_conv_transpose_of_rank_one_tensors():
     with pytest.raises(ShapeError, match=r"node 'ct' \(ConvTranspose -> 'y'\): conv_transpose expects x of rank >= 3 "
                                          r"and w of the same rank, got x \(3,\) and w \(3,\)"):
         load_onnx(model)
+
+
+@pytest.mark.parametrize("scale", [float("inf"), float("nan")])
+def test_resize_with_an_infinite_or_nan_scale(scale):
+    # fuzzer reproducer: `OverflowError: cannot convert float infinity to integer` in resize's type rule
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up", mode="nearest")
+    scales = helper.make_tensor("s", TensorProto.FLOAT, (4,), [1, 1, scale, 2])
+    with pytest.raises(ShapeError, match=r"node 'up' \(Resize -> 'y'\): resize scales must be positive and finite"):
+        load_onnx(_one_node(node, [("x", TensorProto.FLOAT, (1, 1, 2, 2))], [scales]))
+
+
+def test_dequantize_with_a_float_zero_point():
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], name="dq")
+    inits = [helper.make_tensor("s", TensorProto.FLOAT, (), [0.5]), helper.make_tensor("z", TensorProto.FLOAT, (), [0])]
+    with pytest.raises(VerifyError, match=r"the zero point \(input 2\) of DequantizeLinear must be an integer tensor"):
+        load_onnx(_one_node(node, [("x", TensorProto.INT8, (2, 3))], inits))

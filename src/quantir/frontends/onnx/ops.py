@@ -194,6 +194,8 @@ def _dequantize_linear(ctx):
     _require_integer(x, "DequantizeLinear", "input 0")
     if out_code and element_type(out_code, "DequantizeLinear output_dtype") != scale.type.element_type:
         raise UnsupportedOpError("DequantizeLinear with an output_dtype other than the scale's type is not supported")
+    if ctx.input(2) is not None:
+        _require_integer(ctx.input(2), "DequantizeLinear", "zero point (input 2)")
     zp = _zero_point(ctx, 2, element_dtype(x.type), _scale_shape(scale, "DequantizeLinear"))
     return ctx.emit(nn.DEQUANTIZE_LINEAR, [x, scale, zp], **attrs)
 

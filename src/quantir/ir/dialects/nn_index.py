@@ -164,8 +164,8 @@ def resize_plan(shape: Sequence[Dim], attrs) -> tuple[list[Dim], list[float | No
         if len(scales) != len(axes):
             raise ShapeError(f"resize scales {tuple(scales)} must have {len(axes)} values")
         for a, sc in zip(axes, scales):
-            if sc <= 0:
-                raise ShapeError(f"resize scales must be positive, got {tuple(scales)}")
+            if not (0 < sc < math.inf):     # also NaN: floor(dim * scale) must be a size
+                raise ShapeError(f"resize scales must be positive and finite, got {tuple(scales)}")
             dim_scales[a] = sc
             out[a] = None if shape[a] is None else int(math.floor(shape[a] * sc))
         return out, dim_scales
