@@ -85,11 +85,16 @@ class DenseElementsAttr(Attribute):
     type: TensorType
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, DenseElementsAttr) and self.type == other.type
-                and np.array_equal(self.array, other.array))
+        return isinstance(other, DenseElementsAttr) and self.type == other.type and arrays_equal(self.array, other.array)
 
     def __hash__(self) -> int:
-        return hash((self.type, self.array.tobytes()[:64]))
+        # the first elements only: a huge (or lazy splat) array is never copied to be hashed
+        return hash((self.type, np.asarray(self.array.flat[:16]).tobytes()))
+
+    @property
+    def splat(self) -> np.ndarray | None:
+        """The one value of a lazy splat (see :func:`splat_value`), else None."""
+        return splat_value(self.array)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,6 +117,46 @@ class DenseResourceAttr(Attribute):
 
 
 ElementsAttr = DenseElementsAttr | DenseResourceAttr
+
+# Splats. A splat is one value and a shape; a large one is held as a read-only broadcast view
+# of that value (every stride 0: ``np.broadcast_to``), which costs one element whatever the
+# shape (``dense<1.0> : tensor<536870912xf32>`` is 4 bytes, not 2 GiB). Everything that reads
+# constants -- hashing, comparing, printing, folding -- asks ``splat_value`` first and works on
+# the value, so a splat is never materialized by accident.
+_CHUNK = 1 << 20
+
+
+def splat_value(array: np.ndarray) -> np.ndarray | None:
+    """The 0-d value of ``array`` when it is a lazy splat (a zero-stride view, or one element);
+    None otherwise. Cheap: it never scans a materialized array."""
+    if array.size == 0 or not (array.size == 1 or all(s == 0 for s in array.strides)):
+        return None
+    return np.asarray(array.flat[0]).astype(array.dtype)
+
+
+def lazy_splat(value, shape, dtype) -> np.ndarray:
+    """A read-only splat of ``value`` with ``shape``: one element of memory."""
+    return np.broadcast_to(np.asarray(value, dtype=dtype).reshape(()), tuple(shape))
+
+
+def arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bits, compared without materializing splats (or a full-size mask):
+    a splat equals an array whose every element has the splat's bits."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    sa, sb = splat_value(a), splat_value(b)
+    if sa is not None and sb is not None:
+        return sa.tobytes() == sb.tobytes()
+    if sa is not None:
+        a, b, sb = b, a, sa          # b is now the splat, if either is
+    flat_a = a.reshape(-1)           # materialized already (not a splat): a view or a cheap copy
+    flat_b = b.reshape(-1) if sb is None else None
+    for i in range(0, flat_a.size, _CHUNK):
+        chunk_a = flat_a[i:i + _CHUNK]
+        chunk_b = flat_b[i:i + _CHUNK] if flat_b is not None else np.broadcast_to(sb, chunk_a.shape)
+        if np.ascontiguousarray(chunk_a).tobytes() != np.ascontiguousarray(chunk_b).tobytes():
+            return False
+    return True
 
 # MLIR's default types for bare literals: `1` is i64, `1.0` is f64.
 I64 = IntegerType(64)

@@ -14,6 +14,17 @@ Design notes
   constant (Reshape's shape, Pad's pads, ...) are constant by the time they are read.
 - Folding leaves the folded op's operands dead; ``canonicalize`` erases them (dead code
   elimination is its ``erase:`` rule).
+- Folding is bounded, because a file's numbers choose the sizes: a 145-byte model can ask for
+  ``ConstantOfShape([16, 2**15, 2**15])``. Splats stay lazy: an elementwise or data-movement op
+  on splat operands (and ``constant_of_shape`` itself) folds to a splat view of one element,
+  whatever its shape. Any other result is folded only when it costs at most ``max_bytes``
+  (64 MiB by default) or no more elements than its operands hold in memory; otherwise the op
+  stays unfolded (and runs, under the interpreter's own limit, if it is ever executed). Why a
+  per-op rule and not "the model's initializer size": the second half lets every op that only
+  rearranges or converts the file's own data (Transpose or DequantizeLinear of a 500 MB weight)
+  fold as before, while an op that *manufactures* data from a few numbers (ConstantOfShape,
+  Expand, Tile, Pad, Range) gets the fixed budget; and it needs no model-wide state, so the
+  importer's op-by-op folding gets the same bound as this pass.
 """
 from __future__ import annotations
 
@@ -22,13 +33,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import DenseElementsAttr, Module, Operation, Value
-from ..ir.attributes import DenseResourceAttr
+from ..errors import QuantirError, ResourceError
+from ..ir.attributes import DenseResourceAttr, lazy_splat, splat_value
 from ..ir.dialects import arith, nn
 from ..ir.opdef import Trait, elements_attr
 from ..types import TensorType
 from . import PassResult
 
 _SHAPE_ONLY = {nn.SHAPE, nn.SIZE}
+# ops whose result on a splat operand is the same splat in another shape
+_SPLAT_MOVES = {nn.EXPAND, nn.TILE, nn.RESHAPE, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE, nn.FLATTEN}
+DEFAULT_MAX_FOLD_BYTES = 64 << 20
 
 
 def constant_value(v: Value) -> np.ndarray | None:
@@ -59,8 +74,9 @@ def _static_dims(v: Value) -> bool:
     return isinstance(v.type, TensorType) and v.type.has_static_shape
 
 
-def fold_op(op: Operation) -> list[np.ndarray] | None:
-    """The values of ``op``'s results when they are known at compile time, else None."""
+def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES) -> list[np.ndarray] | None:
+    """The values of ``op``'s results when they are known at compile time and within budget
+    (see the module notes; ``max_bytes=None``: no budget), else None."""
     if op.opdef is arith.CONSTANT or not op.opdef.has(Trait.PURE):
         return None
     from ..runtime.kernels import kernel_for
@@ -74,10 +90,68 @@ def fold_op(op: Operation) -> list[np.ndarray] | None:
         args = [constant_value(v) for v in op.operands]
         if any(a is None for a in args):
             return None
-    out = kernel(op, *args)
+        splats = _fold_splats(op, kernel, args)
+        if splats is not None:
+            return splats
+    limit = _budget(op, args, max_bytes)
+    if limit is not None and limit < 0:
+        return None
+    from ..runtime.kernels.limits import tensor_limit
+    try:
+        with tensor_limit(limit):
+            out = kernel(op, *args)
+    except ResourceError:
+        return None    # a result or scratch buffer of unknown size turned out over budget
     results = out if isinstance(out, tuple) else (out,)
-    # a copy when the kernel returned a view (broadcast_to, transpose): the constant owns its data
-    return [r if r.flags.c_contiguous and r.base is None else r.copy() for r in map(np.asarray, results)]
+    # a copy when the kernel returned a view (broadcast_to, transpose): the constant owns its
+    # data; a lazy splat (every stride 0) stays one element
+    return [r if (r.flags.c_contiguous and r.base is None) or splat_value(r) is not None else r.copy()
+            for r in map(np.asarray, results)]
+
+
+def _fold_splats(op: Operation, kernel, args: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Lazy splat results when every operand is a splat and the op keeps splats splat."""
+    from ..runtime.kernels.elementwise import SPLAT_ELEMENTWISE
+    if op.opdef is nn.CONSTANT_OF_SHAPE:
+        return [kernel(op)]        # a lazy splat already
+    if op.opdef not in SPLAT_ELEMENTWISE and op.opdef not in _SPLAT_MOVES:
+        return None
+    if len(op.results) != 1 or not _static_dims(op.results[0]):
+        return None
+    values = [splat_value(a) for a in args]
+    if not values or any(v is None for v in values):
+        return None
+    shape = op.results[0].type.shape
+    if op.opdef in _SPLAT_MOVES:
+        value = values[0]
+    else:
+        one = kernel(op, *(v.reshape((1,) * a.ndim) for v, a in zip(values, args)))
+        value = np.asarray(one).reshape(-1)[:1].reshape(())
+    return [lazy_splat(value, shape, value.dtype)]
+
+
+def _budget(op: Operation, args: list[np.ndarray], max_bytes: int | None) -> int | None:
+    """The byte limit for folding ``op``: ``max_bytes``, raised to what its results need when
+    they hold no more elements than its operands do in memory (splats count one); -1 when a
+    result's static type is already over it."""
+    if max_bytes is None:
+        return None
+    from ..runtime.kernels.limits import nbytes
+    from ..ir.dialects.nn_base import element_dtype
+    held = sum(1 if splat_value(a) is not None else a.size for a in args)
+    limit = max_bytes
+    for r in op.results:
+        if not _static_dims(r):
+            continue
+        try:
+            size = nbytes(r.type.shape, element_dtype(r.type))
+        except QuantirError:
+            continue
+        if r.type.num_elements <= held:
+            limit = max(limit, size)
+        elif size > max_bytes:
+            return -1
+    return limit
 
 
 def replace_with_constants(op: Operation, arrays: list[np.ndarray]) -> list[Operation]:
@@ -95,9 +169,11 @@ def replace_with_constants(op: Operation, arrays: list[np.ndarray]) -> list[Oper
 
 @dataclass(frozen=True)
 class FoldConstantsOptions:
-    """``max_elements``: leave results larger than this unfolded (None: no limit)."""
+    """``max_elements``: leave results larger than this unfolded (None: no limit).
+    ``max_bytes``: the folding budget per op (see the module notes; None: no budget)."""
 
     max_elements: int | None = None
+    max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES
 
 
 class FoldConstants:
@@ -118,7 +194,7 @@ class FoldConstants:
             for op in list(fn.body.ops):
                 if op.block is None:
                     continue
-                values = fold_op(op)
+                values = fold_op(op, self.options.max_bytes)
                 if values is None or (limit is not None and any(v.size > limit for v in values)):
                     continue
                 replace_with_constants(op, values)

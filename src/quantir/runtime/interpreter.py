@@ -17,6 +17,10 @@ Design notes
   therefore limits BLAS to ``blas_threads`` (default 1) while it runs, through
   ``threadpoolctl`` when that package is installed (it is not required; without it the BLAS
   default stays). ``blas_threads=None`` leaves the setting alone.
+- Sizes come from the model file, so they are checked before memory is spent
+  (``kernels.limits``): a result whose static type is over ``max_tensor_bytes`` (default
+  4 GiB) is refused with a ``ResourceError`` before its kernel runs, and kernels whose sizes
+  depend on values (``nn.range``) or that need scratch (conv padding, im2col) check theirs.
 """
 from __future__ import annotations
 
@@ -25,12 +29,13 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import QuantirError, ShapeError, UnsupportedOpError
+from ..errors import QuantirError, ResourceError, ShapeError, UnsupportedOpError
 from ..ir import Function, Module, Operation, StringAttr, Value
 from ..ir.dialects import func, nn
 from ..ir.dialects.nn_base import element_dtype
 from ..types import TensorType
 from .kernels import kernel_for
+from .kernels.limits import DEFAULT_MAX_TENSOR_BYTES, check_allocation, result_what, tensor_limit
 
 
 class FeedError(QuantirError, KeyError):
@@ -62,7 +67,10 @@ def _attr_name(attrs, default: str) -> str:
 class Interpreter:
     """A planned function. ``Interpreter(module).run(feeds)`` is ``quantir.runtime.run``."""
 
-    def __init__(self, module: Module | Function):
+    def __init__(self, module: Module | Function, *, max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES):
+        """``max_tensor_bytes``: the largest tensor (result or kernel scratch) a run may make;
+        None for no limit."""
+        self.max_tensor_bytes = max_tensor_bytes
         self.fn = module.main if isinstance(module, Module) else module
         self.inputs = list(zip(input_names(self.fn), self.fn.arguments))
         self.outputs = list(zip(output_names(self.fn), self.fn.outputs))
@@ -107,7 +115,7 @@ class Interpreter:
     def run(self, feeds: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
             intermediates: Sequence[str] | str | None = None,
             blas_threads: int | None = 1) -> dict[str, np.ndarray]:
-        with _blas_limit(blas_threads):
+        with _blas_limit(blas_threads), tensor_limit(self.max_tensor_bytes):
             return self._run(feeds, outputs, intermediates)
 
     def _run(self, feeds, outputs, intermediates) -> dict[str, np.ndarray]:
@@ -123,7 +131,13 @@ class Interpreter:
         last_use = self._last_uses(schedule, keep)
         for i, op in enumerate(schedule):
             args = [env[v] for v in op.operands]
-            out = self.kernels[op](op, *args)
+            _check_static_results(op, self.max_tensor_bytes)
+            try:
+                out = self.kernels[op](op, *args)
+            except ResourceError as e:   # scratch refused inside a kernel: say which op
+                if f"'{op.name}'" in e.message:
+                    raise
+                raise ResourceError(f"'{op.name}'{_label(op)}: {e.message}") from None
             results = out if isinstance(out, tuple) else (out,)
             if len(results) != len(op.results):
                 raise ShapeError(f"kernel of '{op.name}'{_label(op)} returned {len(results)} values for "
@@ -165,19 +179,22 @@ class Interpreter:
 
 
 def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-        intermediates: Sequence[str] | str | None = None, blas_threads: int | None = 1) -> dict[str, np.ndarray]:
+        intermediates: Sequence[str] | str | None = None, blas_threads: int | None = 1,
+        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES) -> dict[str, np.ndarray]:
     """Run ``module``'s main function on ``feeds`` (keyed by input name).
 
     Returns the outputs keyed by name in output order (or the values named in ``outputs``),
     followed by the requested ``intermediates`` (tensor names, or ``"all"``).
 
     ``blas_threads`` caps BLAS threads during the run (None: unchanged; see the module notes).
+    ``max_tensor_bytes`` caps every tensor the run makes (None: no limit).
 
     Raises ``FeedError`` for unknown or missing input names, ``FeedTypeError`` for a wrong
-    dtype, ``ShapeError`` for a wrong rank or dim, and ``UnsupportedOpError`` for an op
-    without a kernel (such as an opaque ``nn.onnx_op``).
+    dtype, ``ShapeError`` for a wrong rank or dim, ``UnsupportedOpError`` for an op
+    without a kernel (such as an opaque ``nn.onnx_op``) and ``ResourceError`` for a tensor
+    over ``max_tensor_bytes``.
     """
-    return Interpreter(module).run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
+    return Interpreter(module, max_tensor_bytes=max_tensor_bytes).run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
 
 
 def _blas_limit(threads: int | None):
@@ -188,6 +205,20 @@ def _blas_limit(threads: int | None):
     except ImportError:
         return contextlib.nullcontext()
     return threadpool_limits(threads, user_api="blas")
+
+
+def _check_static_results(op: Operation, limit: int | None) -> None:
+    """Refuse, before the kernel runs, a result whose static type is over ``limit``."""
+    if limit is None:
+        return
+    for i, r in enumerate(op.results):
+        t = r.type
+        if isinstance(t, TensorType) and t.has_static_shape:
+            try:
+                dtype = element_dtype(t)
+            except UnsupportedOpError:
+                continue   # _check_result reports it after the kernel
+            check_allocation(result_what(op, i), t.shape, dtype, limit)
 
 
 def _check_result(op: Operation, r: Value, a: np.ndarray) -> np.ndarray:

@@ -172,3 +172,7 @@ KERNELS = {
     nn.CAST: _cast,
     nn.DROPOUT: _dropout,
 }
+
+# Ops whose every result element depends only on the same element of each operand: on splat
+# operands their result is a splat, computed once on one element (constant folding keeps it lazy).
+SPLAT_ELEMENTWISE = frozenset(opdef for opdef in KERNELS if opdef is not nn.DROPOUT)

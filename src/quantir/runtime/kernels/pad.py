@@ -5,12 +5,14 @@ import numpy as np
 
 from ...ir.dialects import nn
 from ...ir.dialects.nn_index import pad_amounts
+from .limits import check_allocation, result_what
 
 
 def pad(op, x):
     amounts = pad_amounts(x.ndim, op.opdef.attr_values(op))
     x = x[tuple(slice(max(0, -b), d - max(0, -a)) for d, (b, a) in zip(x.shape, amounts))]
     widths = [(max(0, b), max(0, a)) for b, a in amounts]
+    check_allocation(result_what(op), (d + b + a for d, (b, a) in zip(x.shape, widths)), x.dtype)
     mode = op.attr("mode")
     if mode == "constant":
         return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(op.attr("constant_value")))

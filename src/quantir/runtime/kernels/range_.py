@@ -5,11 +5,25 @@ import math
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.dialects import nn
+from .limits import check_allocation, result_what
+
+
+def range_length(start, limit, delta) -> int:
+    """The number of elements, refused (``ShapeError``) when it is not a finite count."""
+    s, l, d = start.item(), limit.item(), delta.item()
+    if d == 0:
+        raise ShapeError(f"range delta is 0 (start {s}, limit {l}): the range would be infinite")
+    n = (l - s) / d if isinstance(s, float) or isinstance(l, float) or isinstance(d, float) else None
+    if n is not None and not math.isfinite(n):
+        raise ShapeError(f"range ({s}, {l}, {d}) has no finite length")
+    return max(math.ceil(n) if n is not None else -((s - l) // d), 0)
 
 
 def range_(op, start, limit, delta):
-    n = max(int(math.ceil((limit.item() - start.item()) / delta.item())), 0)
+    n = range_length(start, limit, delta)
+    check_allocation(result_what(op), (n,), start.dtype)
     return (start + np.arange(n, dtype=start.dtype) * delta).astype(start.dtype)
 
 

@@ -4,5 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.dialects import nn
+from .limits import check_allocation, result_what
 
-KERNELS = {nn.TILE: lambda op, x: np.tile(x, tuple(op.attr("repeats")))}
+
+def tile(op, x):
+    repeats = tuple(op.attr("repeats"))
+    check_allocation(result_what(op), (d * r for d, r in zip(x.shape, repeats)), x.dtype)
+    return np.tile(x, repeats)
+
+
+KERNELS = {nn.TILE: tile}

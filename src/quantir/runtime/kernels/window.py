@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ...ir.dialects.nn_conv import Window
+from .limits import check_allocation
 
 
 def pad_spatial(x: np.ndarray, begin, end, value=0) -> np.ndarray:
@@ -25,6 +26,7 @@ def pad_spatial(x: np.ndarray, begin, end, value=0) -> np.ndarray:
     crop = tuple(slice(max(0, -b), x.shape[2 + i] - max(0, -a)) for i, (b, a) in enumerate(zip(begin, end)))
     x = x[(slice(None), slice(None), *crop)]
     widths = [(0, 0), (0, 0), *((max(0, b), max(0, a)) for b, a in zip(begin, end))]
+    check_allocation("the padded input of a window op", (d + b + a for d, (b, a) in zip(x.shape, widths)), x.dtype)
     return np.pad(x, widths, constant_values=value)
 
 
@@ -70,6 +72,7 @@ def conv_core(x: np.ndarray, w: np.ndarray, win: Window, group: int, dtype=np.fl
         return y.reshape(n, m, *out)
     if group == c and w.shape[1] == 1:
         mult = m // c
+        check_allocation("a depthwise conv's output", (n, m, *out), dtype)
         if mult > 1:   # channel c feeds outputs c*mult .. c*mult + mult - 1
             xp = np.repeat(xp, mult, axis=1)
         y = np.zeros((n, m, *out), dtype=dtype)
@@ -79,6 +82,7 @@ def conv_core(x: np.ndarray, w: np.ndarray, win: Window, group: int, dtype=np.fl
                         out=scratch)
             y += scratch
         return y
+    check_allocation("a conv's im2col buffer", (n, c * math.prod(win.kernel), math.prod(out)), dtype)
     view = windows(xp, win)                                          # (N, C, *out, *k)
     cg, mg = c // group, m // group
     view = view.reshape(n, group, cg, *out, *win.kernel)
