@@ -1,13 +1,20 @@
 """Fuzz ``quantir.text.parse_module``: nothing may escape but ParseError and VerifyError.
 
-Inputs are mutations of the golden files' chunks (character edits, token deletions,
-duplications, swaps and replacements, splices of two chunks) and runs of random MLIR tokens.
-Every input that parses is also printed, re-parsed and re-printed: the second print must equal
-the first (the printer's output is a fixed point of print . parse).
+Inputs are mutations of the golden files' chunks and of printed qnn ops (character edits, token
+deletions, duplications, swaps and replacements, splices of two chunks), runs of random MLIR
+tokens, and adversarial inputs (one in ten): integer literals around Python's 4,300-digit
+int/str limit, nesting deep enough to reach the recursion limit, tokens of 10^5-10^6 characters,
+NUL bytes, bytes that are not UTF-8 (decoded with ``surrogateescape``, as ``quantir opt`` and
+``quantir.load`` read files) and Unicode digits and spaces. Every input that parses is also
+printed, re-parsed and re-printed: the second print must equal the first (the printer's output
+is a fixed point of print . parse).
+
+A finding is an exception other than ParseError/VerifyError, a broken round trip, an input
+that takes over 10 s, or a peak resident set above 1 GB.
 
     PYTHONPATH=src python bench/fuzz_text.py -n 100000          # writes bench/results/fuzz_text.json
 
-Exit status 1 when any input raised another exception or broke the round trip.
+Exit status 1 on any finding.
 
 ``--differential N`` also runs N mutated chunks through ``quantir opt`` and ``iree-opt
 --allow-unregistered-dialect`` (one ``--split-input-file`` run each) and reports how often
@@ -23,6 +30,7 @@ import collections
 import json
 import random
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -96,47 +104,140 @@ def mutate(text: str, rng: random.Random, corpus: list[str]) -> str:
     return text
 
 
+QNN_SEED = """func.func @main(%arg0: tensor<1x3x5x5x!quant.uniform<i8:f32, 2.000000e-02:-5>>, %arg1: tensor<2x3x3x3x!quant.uniform<i8<-127:127>:f32:0, {3.000000e-03,4.000000e-03}>>) -> tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>> {
+  %0 = "qnn.conv"(%arg0, %arg1) {activation = "RELU6", dilations = array<i64: 1, 1>, multiplier = array<i64: 1319413916, 1759218622>, pads = array<i64: 0, 0, 0, 0>, shift = array<i64: -9, -9>, strides = array<i64: 1, 1>} : (tensor<1x3x5x5x!quant.uniform<i8:f32, 2.000000e-02:-5>>, tensor<2x3x3x3x!quant.uniform<i8<-127:127>:f32:0, {3.000000e-03,4.000000e-03}>>) -> tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>
+  %1 = "qnn.requantize"(%0) {multiplier = array<i64: 1073741824>, shift = array<i64: 0>} : (tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>) -> tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>
+  return %1 : tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>
+}
+"""
+
+# adversarial inputs: (opener, closer) pairs nested past every depth limit and the recursion limit
+_NESTING = [("[", "]"), ("{a = ", "}"), ("dense<[", "]>"), ("tensor<", ">"), ("tuple<", ">"), ("(", ") -> ()"),
+            ("!foo<", ">"), ("<", ">"), ("loc(fused[", "])"), ("loc(callsite(", ' at "b"))'), ("module {\n", "}\n"),
+            ('"t.op"() ({\n', "}) : () -> ()\n"), ("func.func @f() {\n", "return\n}\n")]
+_NUMBER = re.compile(r"(?<![\w.$])(?:0x[0-9a-fA-F]+|\d+)")   # literals, result counts, first dims (4x8)
+_ODD_CHARS = ["\x00", "\u00b2", "\u0663", "\u00a0", "\ufeff", "\u2028", "\r", "\v", "\f", "\x1b", "\ud800", "\U0001f600"]
+ADVERSARIAL = ("huge_integer", "deep_nesting", "long_token", "nul_bytes", "invalid_utf8", "odd_characters")
+
+
+def _insert(text: str, rng: random.Random, piece: str) -> str:
+    i = rng.randrange(len(text) + 1)
+    return text[:i] + piece + text[i:]
+
+
+def _at_token(text: str, rng: random.Random, piece: str) -> str:
+    """``piece`` in place of a random token (or inserted when there is none)."""
+    tokens = list(_TOKEN.finditer(text))
+    if not tokens:
+        return text + piece
+    t = rng.choice(tokens)
+    return text[:t.start()] + piece + text[t.end():]
+
+
+def adversarial(kind: str, text: str, rng: random.Random) -> str:
+    if kind == "huge_integer":
+        n = rng.choice([4299, 4300, 4301, 5000, 20000])
+        digits = rng.choice("123456789") + "".join(rng.choice("0123456789") for _ in range(n - 1))
+        piece = rng.choice([digits, digits, "-" + digits, "0x" + "F" * rng.choice([3570, 3571, 3572, 5000]),
+                            "%0#" + digits, "i" + digits, digits + ".0", "1.0e" + digits])
+        numbers = list(_NUMBER.finditer(text))   # most often in place of a number, where the parser converts it
+        if numbers and rng.random() < 0.8:
+            m = rng.choice(numbers)
+            return text[:m.start()] + piece + text[m.end():]
+        return _at_token(text, rng, piece)
+    if kind == "deep_nesting":
+        opener, closer = rng.choice(_NESTING)
+        d = rng.choice([99, 101, 199, 201, 1000, 5000, 50000])
+        body = rng.choice(["1", "f32", '"a"', "", "i8"])
+        return _at_token(text, rng, opener * d + body + closer * rng.choice([d, d, d - 1, 0]))
+    if kind == "long_token":
+        n = rng.choice([10 ** 5, 10 ** 6])
+        piece = rng.choice(["a" * n, '"' + "a" * n + '"', "%" + "v" * n, "@" + "s" * n, "#" + "x" * n,
+                            "1." + "5" * n, "1.0e-" + "9" * n, "x".join(["4"] * (n // 100)) + "xf32",
+                            '"0x' + "AB" * (n // 2) + '"', " " * n, "// " + "c" * n + "\n"])
+        return _at_token(text, rng, piece)
+    if kind == "nul_bytes":
+        for _ in range(rng.randint(1, 4)):
+            text = _insert(text, rng, "\x00" * rng.randint(1, 3))
+        return text
+    if kind == "invalid_utf8":
+        data = bytearray(text.encode("utf-8", "surrogateescape"))
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data) + 1)
+            data[i:i] = bytes(rng.randrange(0x80, 0x100) for _ in range(rng.randint(1, 3)))
+        return data.decode("utf-8", "surrogateescape")
+    for _ in range(rng.randint(1, 3)):   # odd_characters
+        text = _insert(text, rng, rng.choice(_ODD_CHARS))
+    return text
+
+
 def random_tokens(rng: random.Random) -> str:
     return " ".join(rng.choice(_POOL) for _ in range(rng.randrange(1, 40)))
 
 
-def run(n: int, seed: int) -> dict:
+def run(n: int, seed: int, slow_s: float = 10.0) -> dict:
     rng = random.Random(seed)
-    corpus = seeds()
+    corpus = seeds() + [QNN_SEED]
     counts = {"inputs": 0, "parse_error": 0, "verify_error": 0, "parsed": 0, "round_trips": 0}
+    by_kind = collections.Counter()
     failures: list[dict] = []
+    slowest = (0.0, "")
     start = time.perf_counter()
     for i in range(n):
-        text = random_tokens(rng) if i % 10 == 9 else mutate(rng.choice(corpus), rng, corpus)
+        if i % 10 == 9:
+            kind, text = "random_tokens", random_tokens(rng)
+        elif i % 10 == 8:
+            kind = ADVERSARIAL[(i // 10) % len(ADVERSARIAL)]
+            text = adversarial(kind, rng.choice(corpus), rng)
+        else:
+            kind, text = "mutation", mutate(rng.choice(corpus), rng, corpus)
+        by_kind[kind] += 1
         counts["inputs"] += 1
-        try:
-            module = parse_module(text, "fuzz.mlir")
-        except ParseError:
-            counts["parse_error"] += 1
-            continue
-        except VerifyError:
-            counts["verify_error"] += 1
-            continue
-        except Exception as e:  # a bug: record it
-            failures.append({"input": text, "error": f"{type(e).__name__}: {e}",
-                             "traceback": traceback.format_exc(limit=8)})
-            continue
-        counts["parsed"] += 1
-        try:
-            first = print_module(module, large_elements="inline")
-            second = print_module(parse_module(first, "printed.mlir", verify=False), large_elements="inline")
-            if first != second:
-                failures.append({"input": text, "error": "print(parse(print(m))) != print(m)",
-                                 "first": first, "second": second})
-            else:
-                counts["round_trips"] += 1
-        except Exception as e:
-            failures.append({"input": text, "error": f"round trip: {type(e).__name__}: {e}",
-                             "traceback": traceback.format_exc(limit=8)})
+        t0 = time.perf_counter()
+        outcome = _one(text, counts, failures)
+        took = time.perf_counter() - t0
+        if took > slowest[0]:
+            slowest = (took, kind)
+        if took > slow_s:
+            failures.append({"input": text[:2000], "error": f"slow: {took:.1f} s ({kind}, {outcome})"})
     elapsed = time.perf_counter() - start
-    return {"seed": seed, "seeds": len(corpus), **counts, "failures": len(failures),
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if peak_mb > 1024:
+        failures.append({"input": "", "error": f"peak resident set {peak_mb:.0f} MB > 1 GB"})
+    return {"seed": seed, "seeds": len(corpus), **counts, "by_kind": dict(by_kind), "failures": len(failures),
             "elapsed_s": round(elapsed, 2), "inputs_per_s": round(counts["inputs"] / elapsed, 1),
+            "slowest_input_s": round(slowest[0], 3), "slowest_kind": slowest[1], "peak_rss_mb": round(peak_mb),
             "failure_examples": failures[:20]}
+
+
+def _one(text: str, counts: dict, failures: list[dict]) -> str:
+    """Parse, then print/parse/print; count the outcome, record a finding."""
+    try:
+        module = parse_module(text, "fuzz.mlir")
+    except ParseError:
+        counts["parse_error"] += 1
+        return "parse_error"
+    except VerifyError:
+        counts["verify_error"] += 1
+        return "verify_error"
+    except Exception as e:  # a bug: record it
+        failures.append({"input": text[:20000], "error": f"{type(e).__name__}: {e}"[:2000],
+                         "traceback": traceback.format_exc(limit=8)})
+        return "escaped"
+    counts["parsed"] += 1
+    try:
+        first = print_module(module, large_elements="inline")
+        second = print_module(parse_module(first, "printed.mlir", verify=False), large_elements="inline")
+        if first != second:
+            failures.append({"input": text[:20000], "error": "print(parse(print(m))) != print(m)",
+                             "first": first[:20000], "second": second[:20000]})
+            return "round_trip_broken"
+        counts["round_trips"] += 1
+        return "round_trip"
+    except Exception as e:
+        failures.append({"input": text[:20000], "error": f"round trip: {type(e).__name__}: {e}"[:2000],
+                         "traceback": traceback.format_exc(limit=8)})
+        return "escaped"
 
 
 _DIAG = re.compile(r"^<stdin>:(\d+):(\d+): error: (.*)$")
@@ -209,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {k: v for k, v in report.items() if k != "failure_examples"}
     print(json.dumps(summary, indent=1))
     for f in report["failure_examples"][:5]:
-        print("---", f["error"], "\n", f["input"][:500], "\n", f.get("traceback", ""), file=sys.stderr)
+        print("---", f["error"], "\n", ascii(f["input"][:500]), "\n", f.get("traceback", ""), file=sys.stderr)
     return 1 if report["failures"] else 0
 
 

@@ -1,13 +1,16 @@
 """Fuzz quantir's type parser: nothing may escape but ParseError/VerifyError.
 
 Inputs are mutations of valid type strings (character and token edits, splices of two
-seeds, deep nesting) and random token soups. For inputs that parse, the printed form
+seeds, deep nesting past the depth limit and the recursion limit, integer literals around
+Python's 4,300-digit int/str limit, Unicode digits, NUL bytes, bytes that are not UTF-8 as
+``surrogateescape`` decodes them) and random token soups. For inputs that parse, the printed form
 must parse back to itself (except where MLIR itself cannot read its output back: hex or
 range-edge sub-channel scales in a non-f64 format).
 
     .venv/bin/python bench/fuzz_types.py --n 100000 [--seed 0] [--out bench/results/fuzz_types.json]
 
-Writes a JSON summary; exits 1 if anything else escaped.
+Writes a JSON summary; exits 1 if anything else escaped, an input took over 10 s or the peak
+resident set passed 1 GB.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import collections
 import json
 import math
 import random
+import resource
 import sys
 import time
 import traceback
@@ -47,7 +51,9 @@ TOKENS = ["<", ">", "{", "}", "(", ")", "[", "]", ":", ",", "->", "x", "?", "*",
           "!quant.uniform", "!quant.any", "!quant.calibrated", "!quant", "uniform", "any", "tensor", "vector",
           "memref", "complex", "tuple", "i8", "u8", "si8", "ui8", "i33", "i0", "u", "f32", "f16", "bf16",
           "f8E4M3FN", "f80", "index", "none", "0", "1", "-1", "127", "255", "9223372036854775808", "0x10",
-          "0x7FF8000000000000", "1.0", "0.5", "2.", "1e3", "1.0e400", '"s"', '"', "//", "\n", " ", "true"]
+          "0x7FF8000000000000", "1.0", "0.5", "2.", "1e3", "1.0e400", '"s"', '"', "//", "\n", " ", "true",
+          "9" * 4300, "9" * 4301, "1" * 5000, "0x" + "F" * 3571, "0x" + "F" * 3572, "i" + "9" * 5000, "\u00b2", "\u0663",
+          "\x00", "\udcff", "\ufeff", "\u00a0"]
 CHARS = "<>{}()[]:,.-+*?!x0123456789abefiu \n\"'/\\#%@$_"
 
 
@@ -104,7 +110,7 @@ def mutate(text: str, rng: random.Random, seeds: list[str]) -> str:
             j = rng.randrange(i, len(text) + 1)
             text = text[:i] + text[j:]
         elif op == 7:  # deep nesting
-            d = rng.choice([5, 50, 300])
+            d = rng.choice([5, 50, 300, 5000])
             opener, closer = rng.choice([("(", ") -> i8"), ("{", "}"), ("tensor<", ">"), ("<", ">")])
             text = text[:i] + opener * d + text[i:] + closer * d
     return text
@@ -140,6 +146,12 @@ def reads_back(t) -> bool:
     return True
 
 
+def _check_time(t0: float, text: str, escapes: list[dict], limit_s: float = 10.0) -> None:
+    took = time.perf_counter() - t0
+    if took > limit_s:
+        escapes.append({"input": text[:2000], "error": f"slow: {took:.1f} s"})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -156,16 +168,19 @@ def main(argv=None) -> int:
     for k in range(args.n):
         r = rng.random()
         text = token_soup(rng) if r < 0.15 else rng.choice(seeds) if r < 0.2 else mutate(rng.choice(seeds), rng, seeds)
+        t_in = time.perf_counter()
         try:
             t = parse_type(text)
         except ParseError as e:
             counts["parse_error"] += 1
+            _check_time(t_in, text, escapes)
             messages[e.message.split(":")[0][:60]] += 1
             if e.loc is None:
                 escapes.append({"input": text, "error": "ParseError without a location"})
             continue
         except VerifyError as e:
             counts["verify_error"] += 1
+            _check_time(t_in, text, escapes)
             messages["VerifyError: " + e.message[:50]] += 1
             continue
         except Exception as e:  # noqa: BLE001 - the point of the fuzzer
@@ -173,6 +188,7 @@ def main(argv=None) -> int:
             escapes.append({"input": text, "error": repr(e), "traceback": traceback.format_exc()[-2000:]})
             continue
         counts["accepted"] += 1
+        _check_time(t_in, text, escapes)
         printed = str(t)
         try:
             again = str(parse_type(printed))
@@ -186,11 +202,14 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             escapes.append({"input": text, "error": f"reparse of {printed!r}: {e!r}"})
     elapsed = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if peak_mb > 1024:
+        escapes.append({"input": "", "error": f"peak resident set {peak_mb:.0f} MB > 1 GB"})
 
     result = {
         "inputs": args.n, "seed": args.seed, "seconds": round(elapsed, 2),
         "inputs_per_second": round(args.n / elapsed), "counts": dict(counts),
-        "escaped": len(escapes), "escapes": escapes[:50],
+        "escaped": len(escapes), "peak_rss_mb": round(peak_mb), "escapes": escapes[:50],
         "top_messages": messages.most_common(25),
     }
     out = Path(args.out)
@@ -201,7 +220,7 @@ def main(argv=None) -> int:
     for msg, n in messages.most_common(8):
         print(f"  {n:6d}  {msg}")
     for e in escapes[:5]:
-        print("ESCAPE:", e["input"][:200], "->", e["error"][:300])
+        print("ESCAPE:", ascii(e["input"][:200]), "->", e["error"][:300])
     print(f"wrote {out}")
     return 1 if escapes else 0
 
