@@ -9,6 +9,7 @@ import numpy as np
 
 from ...ir.dialects import nn
 from ...ir.dialects.nn_conv import conv_transpose_geometry
+from .limits import check_allocation
 from .window import channel_view, pad_spatial
 
 
@@ -24,8 +25,11 @@ def conv_transpose(op, x, w, b=None):
     cg, mg = c // group, w.shape[1]
     xg = x.reshape(n, group, cg, math.prod(spatial))
     wg = w.reshape(group, cg, mg * math.prod(kernel)).transpose(0, 2, 1)      # (G, M/G*k, C/G)
+    check_allocation("a conv_transpose's column buffer", (n, group, mg * math.prod(kernel), math.prod(spatial)),
+                     x.dtype)
     cols = np.matmul(wg, xg).reshape(n, group, mg, *kernel, *spatial)       # (N, G, M/G, *k, *in)
     full = [s * (i - 1) + (k - 1) * d + 1 for i, k, s, d in zip(spatial, kernel, strides, dilations)]
+    check_allocation("a conv_transpose's uncropped output", (n, group, mg, *full), x.dtype)
     y = np.zeros((n, group, mg, *full), dtype=x.dtype)
     for tap in itertools.product(*(range(k) for k in kernel)):
         dst = tuple(slice(t * d, t * d + s * (i - 1) + 1, s)

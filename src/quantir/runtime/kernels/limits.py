@@ -51,6 +51,8 @@ def nbytes(shape: Iterable[int], dtype) -> int:
 
 
 def format_bytes(n: int) -> str:
+    if n >= 1 << 50:
+        return f"{n:.3g} bytes"     # no unit makes 2**94 bytes readable; the exponent does
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
