@@ -1,8 +1,11 @@
 """``DatasetManager``: calibration samples from whatever the user has, checked on the way in.
 
 Adapters: numpy arrays or an ``.npz`` file (axis 0 indexes samples; keys are the model's input
-names), any iterable of feed dicts, and an ONNX Runtime ``CalibrationDataReader`` as is
-(anything with ``get_next()`` returning dicts until ``None``). Batches are streamed, so memory
+names), any iterable of feed dicts (or, for a one-input model, of arrays: a generator of batches),
+and an ONNX Runtime ``CalibrationDataReader`` as is (anything with ``get_next()`` returning dicts
+until ``None``). Anything else is a ``CalibrationError`` that lists these forms (``ACCEPTED_FORMS``).
+An ``.npz`` is read member by member, each ``.npy`` header checked against the member's size
+before its array is allocated, and never unpickled. Batches are streamed, so memory
 does not grow with the number of samples. Every batch is validated against the model's
 inputs: a wrong name, rank, shape or dtype, or a NaN/Inf value, raises ``CalibrationError``
 naming the input and the sample index.
