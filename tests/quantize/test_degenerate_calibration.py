@@ -249,3 +249,28 @@ def test_cli_prints_the_warnings_to_stderr_even_when_quiet(tiny, tmp_path, capsy
     import json
     s = json.loads(summary.read_text())
     assert s["warnings"][0].startswith("calibration input 'x' is all zeros") and s["sqnr_on_degenerate_data"] is True
+
+
+def test_a_zero_calibrated_range_is_named(tiny):
+    """A callback that collapses one range to (0, 0) while the values vary: everything there becomes 0."""
+    from quantir.quantize.methods import Range
+
+    def collapse(info):
+        return Range(0.0, 0.0) if info.region.output.name_hint == "r1" else info.output_range()
+    r, emitted = quantize_warned(tiny, normal(), qr.Config(progress=False, callback=collapse))
+    assert len(emitted) == 1 and emitted[0].startswith(
+        "1 activation tensor got a zero range from a calibration callback although the values vary: 'r1' (output of "
+        "'relu1') from 0 to "), emitted
+    assert emitted[0].endswith("Everything there quantizes to zero: use --method minmax, or check the callback")
+
+
+def test_summary_tells_minus_infinity_from_infinity(tiny):
+    """SQNR -inf (float all zeros, integer not) and +inf (equal) are both None in JSON; the text keeps the sign."""
+    from quantir.report.layers import LayerError
+    r, _ = quantize_warned(tiny, normal())
+    r._layers = [LayerError("dead", "CONV_2D", float("-inf"), 0.0, 0.5, 0.1),
+                 LayerError("exact", "ADD", float("inf"), 1.0, 0.0, 0.1)]
+    assert [e["sqnr_db"] for e in r.summary_dict()["worst_layers"]] == [None, None]
+    lines = r.summary().splitlines()
+    assert lines[-2].startswith("     -inf  cos 0.00000") and lines[-2].endswith("dead (CONV_2D)")
+    assert lines[-1].startswith("      inf  cos 1.00000") and lines[-1].endswith("exact (ADD)")

@@ -115,7 +115,7 @@ def check(fn: Function, annotation: Annotation, statistics: Statistics, params: 
         out.append(f"only {statistics.num_samples} calibration sample{'s' if statistics.num_samples != 1 else ''}: "
                    f"ranges from fewer than {FEW_SAMPLES} inputs are a guess; {GIVE_REAL}")
     if not degenerate:
-        out += activation_warnings(fn, statistics)
+        out += activation_warnings(fn, statistics, params, config)
     out += weight_warnings(annotation, params, config)
     return Health(out, degenerate)
 
@@ -130,10 +130,13 @@ def _listed(names: Sequence[str]) -> str:
     return ", ".join(names[:_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def activation_warnings(fn: Function, statistics: Statistics) -> list[str]:
-    """Observed tensors (not graph inputs) that are constant, or vanishing, on every sample."""
+def activation_warnings(fn: Function, statistics: Statistics, params: Mapping = {}, config: Config | None = None
+                        ) -> list[str]:
+    """Observed tensors (not graph inputs) that are constant, or vanishing, on every sample; and
+    tensors whose values vary but whose calibrated range (the method's, or a callback's) is zero."""
+    from .solver import ActParams   # the solver imports calibrate, as we do
     args = {id(a) for a in fn.arguments}
-    constant, vanishing = [], []
+    constant, vanishing, collapsed = [], [], []
     for v, observers in statistics.observers.items():
         if id(v) in args or not observers or observers[0].num_values == 0:
             continue
@@ -144,6 +147,8 @@ def activation_warnings(fn: Function, statistics: Statistics) -> list[str]:
             constant.append(f"{where} = {lo:.6g}")
         elif max(abs(lo), abs(hi)) <= NEAR_ZERO_TOLERANCE:
             vanishing.append(f"{where} within ±{max(abs(lo), abs(hi)):.3g}")
+        elif isinstance(p := params.get(v), ActParams) and not p.fixed and p.rmax - p.rmin <= NEAR_ZERO_TOLERANCE:
+            collapsed.append(f"{where} from {lo:.6g} to {hi:.6g}")
     out = []
     if constant:
         out.append(f"{len(constant)} activation tensor{'s are' if len(constant) > 1 else ' is'} constant on every "
@@ -156,6 +161,12 @@ def activation_warnings(fn: Function, statistics: Statistics) -> list[str]:
                    f"(1e-6) on every sample, so {'they quantize' if many else 'it quantizes'} to zeros: "
                    f"{_listed(vanishing)}. "
                    "Check the weights upstream (vanishing or subnormal) or the input scaling")
+    if collapsed:
+        how = "a calibration callback" if config is not None and config.callback else \
+            f"method '{config.method if config is not None else '?'}'"
+        out.append(f"{len(collapsed)} activation tensor{'s' if len(collapsed) > 1 else ''} got a zero range from {how} "
+                   f"although the values vary: {_listed(collapsed)}. Everything there quantizes to zero: use "
+                   "--method minmax, or check the callback")
     return out
 
 
