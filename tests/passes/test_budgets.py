@@ -93,6 +93,20 @@ def test_show_folds_constant_of_shape_to_a_lazy_splat(tmp_path, shape):
     assert peak < RSS_LIMIT, f"peak RSS {peak / MB:.0f} MB"
 
 
+def test_a_splat_numpy_cannot_index_stays_unfolded(tmp_path):
+    rc, out, err, peak = run_cli("show", constant_of_shape_model(tmp_path / "cos.onnx", [2**62, 2**62]))
+    assert (rc, err) == (0, "")
+    assert '"nn.constant_of_shape"() {shape = array<i64: 4611686018427387904, 4611686018427387904>' in out
+
+
+def test_a_lazy_splat_too_large_for_tflite_is_refused(tmp_path):
+    model = constant_of_shape_model(tmp_path / "cos.onnx", [16, 2**15, 2**15])
+    rc, out, err, peak = run_cli("convert", model, "-o", str(tmp_path / "m.tflite"))
+    assert rc == 1 and err == ("quantir convert: constant 'y' of shape [16, 32768, 32768] needs 68719476736 bytes; "
+                               "a .tflite file holds less than 2 GiB")
+    assert peak < RSS_LIMIT and not (tmp_path / "m.tflite").exists()
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_show_leaves_a_huge_fold_unfolded(tmp_path, name):
     nodes, inits, op = HOSTILE[name]

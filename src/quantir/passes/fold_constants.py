@@ -28,6 +28,7 @@ Design notes
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,7 +101,7 @@ def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES) -> li
     try:
         with tensor_limit(limit):
             out = kernel(op, *args)
-    except ResourceError:
+    except (ResourceError, MemoryError):
         return None    # a result or scratch buffer of unknown size turned out over budget
     results = out if isinstance(out, tuple) else (out,)
     # a copy when the kernel returned a view (broadcast_to, transpose): the constant owns its
@@ -112,12 +113,14 @@ def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES) -> li
 def _fold_splats(op: Operation, kernel, args: list[np.ndarray]) -> list[np.ndarray] | None:
     """Lazy splat results when every operand is a splat and the op keeps splats splat."""
     from ..runtime.kernels.elementwise import SPLAT_ELEMENTWISE
-    if op.opdef is nn.CONSTANT_OF_SHAPE:
-        return [kernel(op)]        # a lazy splat already
-    if op.opdef not in SPLAT_ELEMENTWISE and op.opdef not in _SPLAT_MOVES:
+    if op.opdef is not nn.CONSTANT_OF_SHAPE and op.opdef not in SPLAT_ELEMENTWISE and op.opdef not in _SPLAT_MOVES:
         return None
     if len(op.results) != 1 or not _static_dims(op.results[0]):
         return None
+    if math.prod(op.results[0].type.shape) * 8 >= 1 << 63:
+        return None                # numpy cannot index it, even as a view: leave it to the interpreter's check
+    if op.opdef is nn.CONSTANT_OF_SHAPE:
+        return [kernel(op)]        # a lazy splat already
     values = [splat_value(a) for a in args]
     if not values or any(v is None for v in values):
         return None

@@ -138,6 +138,10 @@ class Interpreter:
                 if f"'{op.name}'" in e.message:
                     raise
                 raise ResourceError(f"'{op.name}'{_label(op)}: {e.message}") from None
+            except MemoryError as e:     # under the limit, but more than the machine has
+                raise ResourceError(f"'{op.name}'{_label(op)} ran out of memory ({e}); lower "
+                                    f"max_tensor_bytes below what this machine can hold, or run it on "
+                                    f"a larger one") from None
             results = out if isinstance(out, tuple) else (out,)
             if len(results) != len(op.results):
                 raise ShapeError(f"kernel of '{op.name}'{_label(op)} returned {len(results)} values for "

@@ -70,7 +70,7 @@ from quantir.backends.tflite.schema import (
     SubOptions,
 )
 from quantir.backends.tflite.writer import ModelBuilder
-from quantir.errors import QuantirError, UnsupportedOpError
+from quantir.errors import QuantirError, ResourceError, UnsupportedOpError
 from quantir.ir import Function, Module, Operation, Value
 from quantir.ir.dialects import func, nn, qnn, quant
 from quantir.ir.dialects.nn_conv import window_geometry
@@ -199,6 +199,9 @@ class _Exporter:
         return idx
 
     def constant(self, data: np.ndarray, name: str, quantization: Quantization | None = None) -> int:
+        if data.nbytes >= 1 << 31:   # e.g. a lazy splat of a file-chosen shape: flatbuffers hold < 2 GiB
+            raise ResourceError(f"constant '{name}' of shape {list(data.shape)} needs {data.nbytes} bytes; "
+                                f"a .tflite file holds less than 2 GiB")
         return self.b.add_constant(self._name(name), np.ascontiguousarray(data), quantization)
 
     def int32(self, values, name: str) -> int:
