@@ -164,3 +164,11 @@ def test_a_lone_surrogate_is_refused_but_escaped_bytes_are_data():
         "hostile.mlir:2:22: error: unexpected character U+D800: a lone surrogate is not text (bytes that are not "
         "UTF-8 read with surrogateescape are U+DC80..U+DCFF)")
     assert 'v = "a\\FF"' in print_module(parse_module(op_with('"a\udcff"'), "bytes.mlir"))
+
+
+def test_a_5000_digit_expected_error_offset_is_just_unmatched(tmp_path, capsys):
+    from quantir.cli.main import main
+    path = tmp_path / "vd.mlir"
+    path.write_text(f"// expected-error @+{D} {{{{x}}}}\nfunc.func private @f()\n")
+    assert main(["opt", "--verify-diagnostics", str(path)]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == f'{path}:1:4: error: expected error "x" was not produced'
