@@ -224,6 +224,12 @@ def _serve(workdir: str, resolver: str, num_threads: int) -> int:
     import sys
     from pathlib import Path
 
+    try:   # die with the parent (a fuzzer killing a worker must not leave LiteRT running); Linux only
+        import ctypes
+        import signal
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
     answer = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     d = Path(workdir)

@@ -15,12 +15,12 @@ from quantir.errors import VerifyError
 from quantir.numerics import (
     MultiplierRounding,
     fused_activation_range,
-    multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_smaller_than_one_exp,
     quantize_multipliers,
     saturate,
     storage_range,
 )
+from quantir.numerics import multiply_by_quantized_multiplier as _mbqm
 
 Activation = Literal["none", "relu", "relu6", "relu_n1_to_1"]
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -36,6 +36,17 @@ class QKernelError(VerifyError):
 
 class AccumulatorOverflowError(QKernelError):
     """An int32 accumulator of CONV_2D / DEPTHWISE / FULLY_CONNECTED would overflow in LiteRT."""
+
+
+def multiply_by_quantized_multiplier(x: Any, big_m: Any, shift: Any, rounding: MultiplierRounding | str = "double"
+                                     ) -> np.ndarray:
+    """numerics' ``multiply_by_quantized_multiplier`` for the kernels: an int32 overflow of
+    ``x·2**shift`` (undefined behaviour in LiteRT, e.g. an output scale of 1e-11 in a file) is a
+    QKernelError, not a ValueError."""
+    try:
+        return _mbqm(x, big_m, shift, rounding)
+    except ValueError as e:
+        raise QKernelError(str(e)) from None
 
 
 @dataclasses.dataclass(frozen=True)

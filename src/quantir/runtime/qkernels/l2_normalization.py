@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantir.numerics import get_inv_sqrt_quantized_multiplier_exp, multiply_by_quantized_multiplier, saturate
-from quantir.runtime.qkernels._common import QKernelError, check_accumulator, check_quantized
+from quantir.numerics import get_inv_sqrt_quantized_multiplier_exp, saturate
+from quantir.runtime.qkernels._common import (QKernelError, check_accumulator, check_quantized,
+                                              multiply_by_quantized_multiplier)
 
 __all__ = ["prepare_l2_normalization", "l2_normalization"]
 

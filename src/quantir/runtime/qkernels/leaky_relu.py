@@ -15,7 +15,6 @@ import numpy as np
 
 from quantir.numerics import (
     leaky_relu_alpha_multiplier,
-    multiply_by_quantized_multiplier,
     quantize_multiplier,
     relu_multiplier,
     saturate,
@@ -27,6 +26,7 @@ from quantir.runtime.qkernels._common import (
     check_quantized,
     check_zero_point,
     lookup_table,
+    multiply_by_quantized_multiplier,
 )
 
 __all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu"]

@@ -25,12 +25,12 @@ import numpy as np
 from quantir.numerics import (
     mean_multiplier,
     mean_optimized_params,
-    multiply_by_quantized_multiplier,
     quantize_multiplier,
     requantize_multiplier,
     saturate,
 )
-from quantir.runtime.qkernels._common import KernelParams, QKernelError, check_quantized, check_zero_point
+from quantir.runtime.qkernels._common import (KernelParams, QKernelError, check_quantized, check_zero_point,
+                                              multiply_by_quantized_multiplier)
 from quantir.runtime.qkernels._reduce import reduced_count, resolve_axes
 
 __all__ = ["MeanParams", "prepare_mean", "mean"]

@@ -18,8 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from quantir.numerics import multiply_by_quantized_multiplier, requantize_multiplier, saturate
-from quantir.runtime.qkernels._common import KernelParams, check_quantized, check_zero_point, quantize_channel_multipliers
+from quantir.numerics import requantize_multiplier, saturate
+from quantir.runtime.qkernels._common import (KernelParams, check_quantized, check_zero_point,
+                                              multiply_by_quantized_multiplier, quantize_channel_multipliers)
 from quantir.runtime.qkernels._reduce import resolve_axes
 
 __all__ = ["SumParams", "prepare_sum", "reduce_sum"]
