@@ -187,7 +187,8 @@ class Block:
 
     def insert_before(self, anchor: Operation, op: Operation) -> Operation:
         op.block = self
-        self.ops.insert(self.ops.index(anchor), op)
+        # the last op is the common anchor (an importer folding the op it just appended): O(1)
+        self.ops.insert(len(self.ops) - 1 if self.ops and self.ops[-1] is anchor else self.ops.index(anchor), op)
         return op
 
     def erase(self, op: Operation) -> None:
@@ -196,7 +197,10 @@ class Block:
             if r.uses:
                 raise ValueError(f"cannot erase '{op.name}': result #{r.index} still has uses")
         op.drop_operands()
-        self.ops.remove(op)
+        if self.ops and self.ops[-1] is op:
+            self.ops.pop()
+        else:
+            self.ops.remove(op)
         op.block = None
 
     def __iter__(self) -> Iterator[Operation]:

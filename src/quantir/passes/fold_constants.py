@@ -194,14 +194,24 @@ class FoldConstants:
         for fn in module.functions:
             if fn.body is None:
                 continue
-            for op in list(fn.body.ops):
+            body = fn.body
+            new_ops: list[Operation] = []   # the body rebuilt in one pass: no list.insert/remove per fold
+            for op in list(body.ops):
                 if op.block is None:
                     continue
                 values = fold_op(op, self.options.max_bytes)
                 if values is None or (limit is not None and any(v.size > limit for v in values)):
+                    new_ops.append(op)
                     continue
-                replace_with_constants(op, values)
+                for r, a in zip(op.results, values):
+                    c = make_constant(a, like=r, label=op.label)
+                    c.block = body
+                    r.replace_all_uses_with(c.results[0])
+                    new_ops.append(c)
+                op.drop_operands()
+                op.block = None
                 _bump(stats, "fold:" + op.name)
+            body.ops[:] = new_ops
         return PassResult(bool(stats), stats)
 
 
@@ -230,8 +240,11 @@ class RemoveIdentities:
                     if src.name_hint is None:
                         src.name_hint = out.name_hint
                     out.replace_all_uses_with(src)
-                    fn.body.erase(op)
+                    op.drop_operands()   # erased; the body is compacted once below
+                    op.block = None
                     _bump(stats, "erase:" + op.name)
+            if fn.body is not None and stats:
+                fn.body.ops[:] = [op for op in fn.body.ops if op.block is fn.body]
         return PassResult(bool(stats), stats)
 
 
