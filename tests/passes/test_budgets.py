@@ -131,6 +131,18 @@ def test_canonicalize_a_huge_splat_without_materializing_it(tmp_path):
     assert peak < RSS_LIMIT, f"peak RSS {peak / MB:.0f} MB"
 
 
+def test_many_mid_sized_splats_stay_lazy(tmp_path):
+    # 300 lines of ~60 bytes, each 32 MiB if materialized: 9.4 GiB in all
+    t = "tensor<4194304xf64>"
+    lines = [f"  %c{i} = arith.constant dense<{i}.5> : {t}" for i in range(300)]
+    path = tmp_path / "splats.mlir"
+    path.write_text(f"func.func @main() -> {t} {{\n" + "\n".join(lines) + f"\n  return %c299 : {t}\n}}\n")
+    rc, out, err, peak = run_cli("opt", "--canonicalize", str(path))
+    assert (rc, err) == (0, "")
+    assert out.count("arith.constant") == 1 and f"dense<2.995000e+02> : {t}" in out
+    assert peak < RSS_LIMIT, f"peak RSS {peak / MB:.0f} MB"
+
+
 # -- fold_op's budget -------------------------------------------------------------------------------
 
 def _fn_with(opdef, operands: list[np.ndarray], result_types, **attrs):

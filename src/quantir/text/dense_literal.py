@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 __all__ = ["TensorLiteral", "magnitude"]
 
 MAX_DEPTH = 100
-MATERIALIZED_SPLAT_LIMIT = 1 << 22  # larger splats are a read-only broadcast view of one value
+# Larger splats are a read-only broadcast view of one value (``ir.attributes.splat_value``):
+# a few bytes of text must not become megabytes each (a file of 1,000 ``dense<1.0> :
+# tensor<4194304xf64>`` lines would otherwise hold 32 GB).
+MATERIALIZED_SPLAT_LIMIT = 1 << 10
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
 
