@@ -143,3 +143,13 @@ def test_run_a_conv_with_dilation_2_31(tmp_path):
     assert err.startswith("quantir run: 'nn.conv': the padded input of a window op would need shape "
                           "[1, 1, 4294967304, 4294967304] of float32 = ")
     assert peak < RSS_LIMIT, f"peak RSS {peak / MB:.0f} MB"
+
+
+def test_lrn_with_a_huge_window_is_refused():
+    x = TensorType((1, 4, 2, 2), f32)
+    module = _one_op(nn.LRN, [x], [], [x], size=2**40)
+    with pytest.raises(ResourceError) as e:
+        interpreter.run(module, {"arg0": np.ones((1, 4, 2, 2), np.float32)})
+    assert str(e.value) == ("'nn.lrn' (node 'big'): lrn's padded channel sums would need shape [1, 1099511627780, 2, 2] "
+                            "of float64 = 32 TiB, over the limit of 4 GiB per tensor; the model's sizes are likely "
+                            "corrupt (or raise max_tensor_bytes)")

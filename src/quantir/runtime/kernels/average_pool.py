@@ -8,11 +8,13 @@ import numpy as np
 
 from ...ir.dialects import nn
 from ...ir.dialects.nn_conv import window_geometry
+from .limits import check_allocation
 from .window import padded_for, windows
 
 
 def _tap_counts(n, o, s, d, k, b, a, include_pad):
     lo, hi = (-b, n + a) if include_pad else (0, n)
+    check_allocation("average_pool's tap counts", (o, k), np.int64)
     pos = np.arange(o)[:, None] * s - b + np.arange(k)[None, :] * d
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
 

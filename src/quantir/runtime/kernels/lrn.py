@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.dialects import nn
+from .limits import check_allocation
 
 
 def lrn(op, x):
     size = op.attr("size")
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    check_allocation("lrn's padded channel sums", (x.shape[0], x.shape[1] + size, *x.shape[2:]), np.float64)
     sq = np.square(x)
     padded = np.pad(sq, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
     csum = np.cumsum(padded, axis=1, dtype=np.float64)
