@@ -16,6 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from quantir.errors import ShapeError
 from quantir.ir import Function, Module, dialects
 from quantir.ir.attributes import DenseElementsAttr, arrays_equal, lazy_splat, splat_value
 from quantir.passes import Canonicalize
@@ -273,3 +274,19 @@ def test_canonicalize_thousands_of_pairs_on_one_argument():
     assert all(op.operands[1] is x for op in adds) and adds[0].operands[0] is x
     assert all(b.operands[0] is a.results[0] for a, b in zip(adds, adds[1:]))
     assert len(x.uses) == 3001 and all(op.block is module.main.body for op, _ in x.uses)
+
+
+def test_input_shapes_become_python_ints_and_negative_dims_are_refused():
+    from quantir.ir import StringAttr
+    from quantir.passes.shape_inference import ShapeInferenceOptions
+    fn = Function.create("f", [TensorType((None, 3), f32)], [])
+    fn.arg_attrs = [{"quantir.name": StringAttr("x")}]
+    tile = fn.body.append(nn.TILE.build([fn.arguments[0]], [TensorType((None, 3), f32)], repeats=[2**32, 1]))
+    fn.body.append(func.RETURN.build(tile.results, []))
+    fn.update_type()
+    module = Module([fn])
+    ShapeInference(ShapeInferenceOptions({"x": np.array([2**32, 3], np.int64)})).run(module)
+    assert tile.results[0].type.shape == (2**64, 3) and type(tile.results[0].type.shape[0]) is int
+    with pytest.raises(ShapeError, match=r"^input_shapes\['x'\] = \[-1, 3\]: a dim must be >= 0, or None for a "
+                                         r"dynamic one$"):
+        ShapeInference(ShapeInferenceOptions({"x": [-1, 3]})).run(module)

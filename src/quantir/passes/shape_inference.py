@@ -45,7 +45,7 @@ class ShapeInference:
             for arg, name in zip(fn.arguments, names):
                 key = name.value if isinstance(name, StringAttr) else None
                 if key in input_shapes:
-                    new = TensorType(tuple(input_shapes[key]), arg.type.element_type)
+                    new = TensorType(_dims(key, input_shapes[key]), arg.type.element_type)
                     if new != arg.type:
                         arg.type = new
                         stats["update:argument"] = stats.get("update:argument", 0) + 1
@@ -66,3 +66,11 @@ class ShapeInference:
                         modified = True
             fn.update_type()
         return PassResult(modified, stats)
+
+
+def _dims(name: str, dims: Sequence[int | None]) -> tuple[int | None, ...]:
+    """Python ints (a numpy int64 product of huge dims would wrap around), each None or >= 0."""
+    out = tuple(None if d is None else int(d) for d in dims)
+    if any(d is not None and d < 0 for d in out):
+        raise ShapeError(f"input_shapes['{name}'] = {list(out)}: a dim must be >= 0, or None for a dynamic one")
+    return out
