@@ -162,8 +162,8 @@ class _Oracle:
             return self.process.chunk(feeds, indices)
         except OracleCrash as e:
             said = e.stderr.splitlines()[-1] if e.stderr else ""
-            raise OracleError(f"{self.source}: {e} ({samples}); quantir's own run succeeded. LiteRT trusts the "
-                              f"file and does not check it: see what it would not accept with quantir check"
+            raise OracleError(f"{self.source}: {e} ({samples}); quantir's own run succeeded. LiteRT does not "
+                              f"validate the file: `quantir check {self.source}` lists what LiteRT cannot take in it"
                               + (f". LiteRT's last words: {said}" if said else ""),
                               e.how.removeprefix("crashed with ")) from None
         except OracleRefusal as e:

@@ -120,6 +120,16 @@ def depthwise_conv_2d(ctx: OpContext) -> None:
     _emit_conv(ctx, DEPTHWISE, "c1hw", c_in, c_out, (h, w), (kh, kw))
 
 
+def _per_tensor_output(ctx: OpContext, y: TensorType) -> TensorType:
+    # one output scale per tensor: the fixed-point multipliers are input × weight scale / output scale
+    q = y.element_type
+    if not isinstance(q, UniformQuantizedType):
+        found = f"{len(q.scales)} per-axis scales" if isinstance(q, UniformQuantizedPerAxisType) else str(y)
+        raise UnsupportedOpError(f"the output '{ctx.imp.names[ctx.out]}' must be int8 quantized per tensor, "
+                                 f"found {found}")
+    return y
+
+
 def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, khw) -> None:
     """One qnn.conv (NCHW) from CONV_2D or DEPTHWISE_CONV_2D, whose options share these fields."""
     o = ctx.options
@@ -127,7 +137,7 @@ def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, 
     wt = _weights(ctx, 1, layout, suffix)
     strides = _positive("strides", (o.stride_h, o.stride_w))
     dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
-    y = ctx.result_type(NCHW)
+    y = _per_tensor_output(ctx, ctx.result_type(NCHW))
     ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
              pads=_pads(o.padding, hw, khw, strides, dilations), dilations=dilations, group=group,
              activation=ctx.activation(o.fused_activation_function),
@@ -158,7 +168,7 @@ def fully_connected(ctx: OpContext) -> None:
         perm = native if native[-1] == r - 1 else L.identity(r)
         x = ctx.input(0, perm)
     wt = _weights(ctx, 1, L.identity(2))
-    y = ctx.result_type(perm)
+    y = _per_tensor_output(ctx, ctx.result_type(perm))
     ctx.emit(qnn.FULLY_CONNECTED, [x, wt, *_bias(ctx, 2, x, wt, c_out)], perm, y,
              activation=ctx.activation(o.fused_activation_function),
              **fixed_point(qnn.fc_real_multipliers(x.type, wt.type, y)))

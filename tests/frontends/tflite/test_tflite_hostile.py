@@ -1,0 +1,259 @@
+"""Hostile .tflite files (issue 11, items 3 and 5): what the importer refuses with a typed error
+naming the tensor, and what ``quantir check`` flags because LiteRT refuses it or crashes on it —
+each such claim checked against the real LiteRT interpreter (BUILTIN_REF) in a child process."""
+from __future__ import annotations
+
+import dataclasses as dc
+import tempfile
+
+import numpy as np
+import pytest
+
+from quantir.backends.tflite import (AddOptions, Conv2DOptions, FullyConnectedOptions, Padding, Pool2DOptions,
+                                     ReshapeOptions, SoftmaxOptions, TensorType, TransposeOptions, read_model)
+from quantir.backends.tflite import writer
+from quantir.backends.tflite.schema import StridedSliceOptions
+from quantir.errors import ModelFormatError, QuantirError, UnsupportedOpError
+from quantir.frontends.tflite import import_tflite
+from quantir.quantize.check import check_tflite, litert_file_violations
+from quantir.runtime import input_names, run
+
+from .tfl_graph import OP, Graph
+
+FEED = np.zeros((1, 4, 4, 3), np.int8)
+
+
+def base_model() -> bytes:
+    """A valid int8 chain: CONV_2D, AVERAGE_POOL_2D, ADD, TRANSPOSE, RESHAPE, STRIDED_SLICE,
+    FULLY_CONNECTED, SOFTMAX (bit-exact with LiteRT; the mutations below break one thing each)."""
+    rng = np.random.default_rng(0)
+    g = Graph()
+    x = g.input("x", (1, 4, 4, 3), 0.05)
+    w_scales = np.array([0.01, 0.02], np.float32)
+    w = g.const("filter", rng.integers(-127, 128, (2, 3, 3, 3)).astype(np.int8), w_scales)
+    b = g.const("bias", np.array([10, -10], np.int32), np.float32(0.05) * w_scales)
+    c = g.act("conv", (1, 4, 4, 2), 0.1)
+    g.op(OP.CONV_2D, [x, w, b], [c], Conv2DOptions(padding=Padding.SAME))
+    p = g.act("pool", (1, 2, 2, 2), 0.1)
+    g.op(OP.AVERAGE_POOL_2D, [c], [p], Pool2DOptions(padding=Padding.VALID, stride_w=2, stride_h=2,
+                                                     filter_width=2, filter_height=2))
+    a = g.act("sum", (1, 2, 2, 2), 0.2)
+    g.op(OP.ADD, [p, p], [a], AddOptions())
+    t = g.act("nchw", (1, 2, 2, 2), 0.2)
+    g.op(OP.TRANSPOSE, [a, g.const("perm", np.array([0, 3, 1, 2], np.int32))], [t], TransposeOptions())
+    r = g.act("flat", (1, 8), 0.2)
+    g.op(OP.RESHAPE, [t, g.const("shape", np.array([1, 8], np.int32))], [r], ReshapeOptions(new_shape=(1, 8)))
+    s = g.act("sliced", (1, 8), 0.2)
+    g.op(OP.STRIDED_SLICE, [r, g.const("begin", np.array([0, 0], np.int32)), g.const("end", np.array([1, 8], np.int32)),
+                            g.const("strides", np.array([1, 1], np.int32))], [s], StridedSliceOptions())
+    fw = g.const("fc_w", rng.integers(-127, 128, (4, 8)).astype(np.int8), 0.01)
+    fb = g.const("fc_b", np.array([1, 2, 3, 4], np.int32), np.float32(0.2) * np.float32(0.01))
+    f = g.act("logits", (1, 4), 0.1)
+    g.op(OP.FULLY_CONNECTED, [s, fw, fb], [f], FullyConnectedOptions())
+    y = g.act("probs", (1, 4), 1 / 256, -128)
+    g.op(OP.SOFTMAX, [f], [y], SoftmaxOptions(beta=1.0))
+    return g.finish([y])
+
+
+def write_unchecked(model) -> bytes:
+    """The writer refuses inconsistent models; these tests need exactly such files."""
+    check = writer._check_model
+    writer._check_model = lambda m: None
+    try:
+        return writer.write_model(model)
+    finally:
+        writer._check_model = check
+
+
+def mutated(change_op=None, change_tensor=None, **model_fields) -> bytes:
+    """``base_model()`` with one operator (by output name), one tensor (by name) or a model field changed."""
+    m = read_model(base_model())
+    sg = m.subgraphs[0]
+    names = [t.name for t in sg.tensors]
+    ops, tensors = list(sg.operators), list(sg.tensors)
+    if change_op is not None:
+        out, fn = change_op
+        k = next(k for k, op in enumerate(ops) if names[op.outputs[0]] == out)
+        ops[k] = fn(ops[k], names.index)
+    if change_tensor is not None:
+        name, fn = change_tensor
+        tensors[names.index(name)] = fn(tensors[names.index(name)])
+    sg = dc.replace(sg, operators=tuple(ops), tensors=tuple(tensors))
+    return write_unchecked(dc.replace(m, subgraphs=(sg,), **model_fields))
+
+
+def _run(data: bytes, feed: np.ndarray = FEED) -> dict:
+    imp = import_tflite(data)
+    return run(imp.module, {input_names(imp.module.main)[0]: feed})
+
+
+# -- what LiteRT refuses or crashes on: check flags it (claims checked in LiteRT below) -------------
+LITERT_CASES = {
+    "schema version 0": (
+        lambda: mutated(version=0),
+        "SCHEMA 'model' version: LiteRT loads schema version 3 only, found 0", "refuses load"),
+    "ADD with three inputs": (
+        lambda: mutated(change_op=("sum", lambda op, i: dc.replace(op, inputs=op.inputs + (op.inputs[0],)))),
+        "ADD 'sum' inputs: LiteRT's ADD takes 2 inputs and refuses the model, found 3", "refuses allocate"),
+    "RESHAPE without its shape input": (
+        lambda: mutated(change_op=("flat", lambda op, i: dc.replace(op, inputs=(op.inputs[0], -1)))),
+        "RESHAPE 'flat' input 1: is omitted (tensor index -1); LiteRT's RESHAPE needs it and crashes "
+        "(segmentation fault)", "SIGSEGV"),
+    "SOFTMAX without options": (
+        lambda: mutated(change_op=("probs", lambda op, i: dc.replace(op, options=None))),
+        "SOFTMAX 'probs' options: needs SoftmaxOptions, found none: LiteRT reads zeros and aborts the process "
+        "(beta 0)", "SIGABRT"),
+    "AVERAGE_POOL_2D without options": (
+        lambda: mutated(change_op=("pool", lambda op, i: dc.replace(op, options=None))),
+        "AVERAGE_POOL_2D 'pool' options: needs Pool2DOptions, found none: LiteRT reads zeros and refuses it "
+        "(stride 0)", "refuses allocate"),
+    "int8 CONV_2D without bias": (
+        lambda: mutated(change_op=("conv", lambda op, i: dc.replace(op, inputs=op.inputs[:2]))),
+        "CONV_2D 'conv' inputs: LiteRT's CONV_2D takes 3 inputs and refuses the model, found 2", "refuses allocate"),
+    "CONV_2D with an omitted bias": (
+        lambda: mutated(change_op=("conv", lambda op, i: dc.replace(op, inputs=op.inputs[:2] + (-1,)))),
+        "CONV_2D 'conv' input 2: is omitted (tensor index -1); LiteRT's CONV_2D needs it and refuses the model",
+        "refuses allocate"),
+    "TRANSPOSE without its perm": (
+        lambda: mutated(change_op=("nchw", lambda op, i: dc.replace(op, inputs=(op.inputs[0], -1)))),
+        "TRANSPOSE 'nchw' input 1: is omitted (tensor index -1); LiteRT's TRANSPOSE needs it and crashes "
+        "(segmentation fault)", "SIGSEGV"),
+    "STRIDED_SLICE without its strides": (
+        lambda: mutated(change_op=("sliced", lambda op, i: dc.replace(op, inputs=op.inputs[:3] + (-1,)))),
+        "STRIDED_SLICE 'sliced' input 3: is omitted (tensor index -1); LiteRT's STRIDED_SLICE needs it and crashes "
+        "(segmentation fault)", "SIGSEGV"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LITERT_CASES))
+def test_check_flags_what_litert_refuses_or_crashes_on(case):
+    make, expected, _ = LITERT_CASES[case]
+    found = [str(v) for v in litert_file_violations(read_model(make()))]
+    assert found == [expected]
+
+
+def test_check_flags_nothing_in_a_valid_model_nor_an_omitted_fully_connected_bias():
+    assert litert_file_violations(read_model(base_model())) == []
+    no_bias = mutated(change_op=("logits", lambda op, i: dc.replace(op, inputs=op.inputs[:2] + (-1,))))
+    assert litert_file_violations(read_model(no_bias)) == []
+
+
+@pytest.mark.parametrize("case", ["schema version 0", "ADD with three inputs", "RESHAPE without its shape input",
+                                  "SOFTMAX without options", "int8 CONV_2D without bias"])
+def test_cli_check_reports_it_although_quantir_runs_the_model(case, tmp_path):
+    make, expected, _ = LITERT_CASES[case]
+    path = tmp_path / "m.tflite"
+    path.write_bytes(make())
+    _run(path.read_bytes())   # quantir imports and runs it: only check can tell
+    report = check_tflite(str(path))
+    assert [str(v) for v in report.violations] == [expected]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", sorted(LITERT_CASES))
+def test_litert_does_refuse_or_crash_as_check_claims(case):
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.backends.tflite.litert import OracleCrash, OracleProcess, OracleRefusal
+    make, _, outcome = LITERT_CASES[case]
+    with tempfile.TemporaryDirectory() as d, OracleProcess(make(), "reference", d) as oracle:
+        if outcome.startswith("SIG"):
+            with pytest.raises(OracleCrash) as e:
+                oracle.chunk([FEED], [])
+            assert e.value.how == f"crashed with {outcome}"
+        else:
+            with pytest.raises(OracleRefusal) as e:
+                oracle.chunk([FEED], [])
+            assert e.value.phase == outcome.split()[1]
+
+
+@pytest.mark.oracle
+def test_litert_runs_the_valid_model_and_an_omitted_fully_connected_bias():
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.backends.tflite.litert import OracleProcess
+    no_bias = mutated(change_op=("logits", lambda op, i: dc.replace(op, inputs=op.inputs[:2] + (-1,))))
+    for data in (base_model(), no_bias):
+        with tempfile.TemporaryDirectory() as d, OracleProcess(data, "reference", d) as oracle:
+            (out,), _ = oracle.chunk([FEED], [])
+        assert np.array_equal(out, _run(data)["probs"])
+
+
+# -- item 5: typed errors naming the tensor --------------------------------------------------------
+@pytest.mark.parametrize("ttype", [TensorType.RESOURCE, TensorType.STRING, TensorType.COMPLEX64, TensorType.VARIANT])
+def test_constant_of_a_type_without_data_layout_is_an_unsupported_op_error(ttype):
+    data = mutated(change_tensor=("filter", lambda t: dc.replace(t, type=ttype)))
+    with pytest.raises(UnsupportedOpError, match=rf"tensor 'filter' has type {ttype.name}, whose data quantir "
+                                                 rf"cannot read; quantir reads int8 models"):
+        import_tflite(data)
+
+
+def test_int4_weights_are_an_unsupported_op_error():
+    data = mutated(change_tensor=("filter", lambda t: dc.replace(t, type=TensorType.INT4)))
+    with pytest.raises(UnsupportedOpError, match="input 'filter' is quantized INT4; quantir reads int8"):
+        import_tflite(data)
+
+
+@pytest.mark.parametrize("tensor", ["conv", "filter", "bias"])
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), 0.0, -0.5])
+def test_a_scale_that_is_not_finite_and_positive_is_refused_at_import(tensor, scale):
+    def bad(t):
+        q = t.quantization
+        return dc.replace(t, quantization=dc.replace(q, scale=(scale,) + q.scale[1:]))
+    with pytest.raises(ModelFormatError, match=rf"tensor '{tensor}': scale {scale:g} must be finite and positive"):
+        import_tflite(mutated(change_tensor=(tensor, bad)))
+
+
+def test_a_huge_scale_is_flagged_by_check_and_refused_by_run_with_a_typed_error(tmp_path):
+    path = tmp_path / "huge.tflite"
+    path.write_bytes(mutated(change_tensor=("conv", lambda t: dc.replace(
+        t, quantization=dc.replace(t.quantization, scale=(1e38,))))))
+    assert [str(v) for v in check_tflite(str(path)).violations] == [
+        "AVERAGE_POOL_2D 'pool' output 0: must have the same scale and zero point as input 0 (9.99999968e+37, 0), "
+        "found (0.100000001, 0)"]
+    with pytest.raises(QuantirError, match=r"average_pool2d: input \(scale 9.99999968\d*e\+37, zp 0\) and output "
+                                           r"\(scale 0.1000000014\d*, zp 0\) quantization must be equal"):
+        _run(path.read_bytes())
+
+
+def test_a_tiny_output_scale_that_overflows_the_left_shift_is_a_typed_error():
+    data = mutated(change_tensor=("conv", lambda t: dc.replace(t, quantization=dc.replace(t.quantization,
+                                                                                          scale=(1e-11,)))))
+    x = np.random.default_rng(0).integers(-128, 128, FEED.shape).astype(np.int8)
+    with pytest.raises(QuantirError, match=r"multiply_by_quantized_multiplier: x·2\*\*shift = -?\d+ overflows int32 "
+                                           r"\(undefined behaviour in LiteRT\)"):
+        _run(data, x)
+
+
+@pytest.mark.parametrize("beta", [0.0, float("nan"), -1.0])
+def test_softmax_beta_litert_aborts_on_is_flagged_by_check_and_refused_by_run(beta, tmp_path):
+    path = tmp_path / "beta.tflite"
+    path.write_bytes(mutated(change_op=("probs", lambda op, i: dc.replace(op, options=SoftmaxOptions(beta=beta)))))
+    report = check_tflite(str(path))
+    assert [str(v) for v in report.violations] == [
+        f"SOFTMAX 'probs' options: beta × input scale × 2**26 must be above 1, found beta {beta:g} and input scale "
+        f"0.1: LiteRT's SOFTMAX aborts the process on it and quantir cannot run it (a softmax has beta 1)"]
+    with pytest.raises(QuantirError, match=rf"softmax: beta × input scale × 2\*\*26 must be above 1, found beta "
+                                           rf"{beta:g} and input scale 0.1 "):
+        _run(path.read_bytes())
+
+
+@pytest.mark.parametrize("operand", [0, 1])
+def test_add_whose_operand_is_a_per_axis_bias_is_refused(operand):
+    def wire_bias(op, index):
+        ins = list(op.inputs)
+        ins[operand] = index("bias")
+        return dc.replace(op, inputs=tuple(ins))
+    data = mutated(change_op=("sum", wire_bias))
+    with pytest.raises(UnsupportedOpError, match=rf"operator 2 \(ADD -> 'sum'\): the input {operand} \('bias'\) of "
+                                                 rf"ADD must be int8 quantized per tensor, found tensor<"):
+        import_tflite(data)
+
+
+@pytest.mark.parametrize("output", ["conv", "logits"])
+def test_a_per_axis_output_of_a_conv_or_fully_connected_is_refused(output):
+    from quantir.backends.tflite import Quantization
+    channels = {"conv": 2, "logits": 4}[output]
+    data = mutated(change_tensor=(output, lambda t: dc.replace(
+        t, quantization=Quantization((0.1,) * channels, (0,) * channels, len(t.shape) - 1))))
+    with pytest.raises(UnsupportedOpError, match=rf"the output '{output}' must be int8 quantized per tensor, found "
+                                                 rf"{channels} per-axis scales"):
+        import_tflite(data)
