@@ -290,3 +290,31 @@ def test_input_shapes_become_python_ints_and_negative_dims_are_refused():
     with pytest.raises(ShapeError, match=r"^input_shapes\['x'\] = \[-1, 3\]: a dim must be >= 0, or None for a "
                                          r"dynamic one$"):
         ShapeInference(ShapeInferenceOptions({"x": [-1, 3]})).run(module)
+
+
+def test_what_folding_manufactures_is_bounded_per_body():
+    fn = Function.create("f", [], [])
+    x = fn.body.append(make_constant(np.arange(10, dtype=np.float32))).results[0]
+    tiles = [fn.body.append(nn.TILE.build([x], [TensorType((40,), f32)], repeats=[4])) for _ in range(5)]
+    fn.body.append(func.RETURN.build([t.results[0] for t in tiles], []))
+    fn.update_type()
+    module = Module([fn])
+    # 160 bytes each, made from 40: two fit in 350 bytes, the other three stay ops
+    result = FoldConstants(FoldConstantsOptions(max_bytes=1000, max_total_bytes=350)).run(module)
+    assert result.stats == {"fold:nn.tile": 2}
+    assert [op.name for op in module.main.ops].count("nn.tile") == 3
+
+
+def test_concat_of_a_value_and_its_negation_cannot_double_without_bound():
+    fn = Function.create("f", [], [])
+    v = fn.body.append(make_constant(np.ones(1024, np.float32))).results[0]   # 4 KiB
+    for _ in range(12):                    # 2**12 times larger at the end: 16 MiB
+        n = v.type.shape[0]
+        neg = fn.body.append(nn.UNARY["neg"].build([v], [v.type])).results[0]
+        v = fn.body.append(nn.CONCAT.build([v, neg], [TensorType((2 * n,), f32)], axis=0)).results[0]
+    fn.body.append(func.RETURN.build([v], []))
+    fn.update_type()
+    module = Module([fn])
+    stats = FoldConstants(FoldConstantsOptions(max_bytes=1 << 20, max_total_bytes=2 << 20)).run(module).stats
+    # the concats manufacture 8, 16, ... KiB: those up to 1 MiB fold (2 MiB in all), the rest stay ops
+    assert stats["fold:nn.concat"] == 8 and [op.name for op in module.main.ops].count("nn.concat") == 4

@@ -17,18 +17,23 @@ Design notes
 - Folding is bounded, because a file's numbers choose the sizes: a 145-byte model can ask for
   ``ConstantOfShape([16, 2**15, 2**15])``. Splats stay lazy: an elementwise or data-movement op
   on splat operands (and ``constant_of_shape`` itself) folds to a splat view of one element,
-  whatever its shape. Any other result is folded only when it costs at most ``max_bytes``
-  (64 MiB by default) or no more elements than its operands hold in memory; otherwise the op
-  stays unfolded (and runs, under the interpreter's own limit, if it is ever executed). Why a
-  per-op rule and not "the model's initializer size": the second half lets every op that only
-  rearranges or converts the file's own data (Transpose or DequantizeLinear of a 500 MB weight)
-  fold as before, while an op that *manufactures* data from a few numbers (ConstantOfShape,
-  Expand, Tile, Pad, Range) gets the fixed budget; and it needs no model-wide state, so the
-  importer's op-by-op folding gets the same bound as this pass.
+  whatever its shape. A result with no more elements than the op's largest in-memory operand
+  only rearranges or converts data the file itself holds (Transpose, Cast or DequantizeLinear
+  of a 500 MB weight) and always folds. A larger result is *manufactured* from a few numbers
+  (ConstantOfShape of a non-splat, Expand, Tile, Pad, Range, Concat): it folds only within
+  ``max_bytes`` per op (64 MiB) and ``max_total_bytes`` per function body (256 MiB, all such
+  folds together, so that 100 such ops cannot add up to 6 GB); beyond that the op stays
+  unfolded and runs, under the interpreter's own limit, if it is ever executed. Why not "the
+  model's own initializer size" as the budget: the split above lets every large fold of real
+  data through without knowing the model, and the running total lives with the block
+  (``_MANUFACTURED``), so the importer's op-by-op folding gets the same bounds as this pass.
+  Why "largest operand" and not "all operands": ``Concat(x, Neg(x))`` would then double
+  without limit, two ops at a time.
 """
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +49,8 @@ from . import PassResult
 _SHAPE_ONLY = {nn.SHAPE, nn.SIZE}
 # ops whose result on a splat operand is the same splat in another shape
 _SPLAT_MOVES = {nn.EXPAND, nn.TILE, nn.RESHAPE, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE, nn.FLATTEN}
-DEFAULT_MAX_FOLD_BYTES = 64 << 20
+DEFAULT_MAX_FOLD_BYTES = 64 << 20          # manufactured by one op
+DEFAULT_MAX_TOTAL_FOLD_BYTES = 256 << 20   # manufactured in one block, all ops together
 
 
 def constant_value(v: Value) -> np.ndarray | None:
@@ -75,9 +81,10 @@ def _static_dims(v: Value) -> bool:
     return isinstance(v.type, TensorType) and v.type.has_static_shape
 
 
-def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES) -> list[np.ndarray] | None:
+def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES,
+            max_total_bytes: int | None = DEFAULT_MAX_TOTAL_FOLD_BYTES) -> list[np.ndarray] | None:
     """The values of ``op``'s results when they are known at compile time and within budget
-    (see the module notes; ``max_bytes=None``: no budget), else None."""
+    (see the module notes; None: no budget), else None."""
     if op.opdef is arith.CONSTANT or not op.opdef.has(Trait.PURE):
         return None
     from ..runtime.kernels import kernel_for
@@ -94,20 +101,89 @@ def fold_op(op: Operation, max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES) -> li
         splats = _fold_splats(op, kernel, args)
         if splats is not None:
             return splats
-    limit = _budget(op, args, max_bytes)
-    if limit is not None and limit < 0:
+    budget = _Budget.of(op, args, max_bytes, max_total_bytes)
+    if budget.refused:
         return None
     from ..runtime.kernels.limits import tensor_limit
     try:
-        with tensor_limit(limit):
+        with tensor_limit(budget.limit):
             out = kernel(op, *args)
     except (ResourceError, MemoryError):
         return None    # a result or scratch buffer of unknown size turned out over budget
     results = out if isinstance(out, tuple) else (out,)
     # a copy when the kernel returned a view (broadcast_to, transpose): the constant owns its
     # data; a lazy splat (every stride 0) stays one element
-    return [r if (r.flags.c_contiguous and r.base is None) or splat_value(r) is not None else r.copy()
-            for r in map(np.asarray, results)]
+    arrays = [r if (r.flags.c_contiguous and r.base is None) or splat_value(r) is not None else r.copy()
+              for r in map(np.asarray, results)]
+    if not budget.spend(op, arrays):
+        return None
+    return arrays
+
+
+@dataclass
+class _Budget:
+    """What folding one op may spend (see the module notes).
+
+    A result no larger (in elements) than the op's largest in-memory operand only rearranges
+    or converts data the file holds; any larger result is *manufactured* and must fit
+    ``max_bytes`` and, with all the bytes manufactured before it in the same block, the
+    block's ``max_total_bytes``."""
+
+    limit: int | None
+    refused: bool
+    largest: int
+    max_bytes: int | None
+    max_total_bytes: int | None
+
+    @classmethod
+    def of(cls, op: Operation, args: list[np.ndarray], max_bytes: int | None,
+           max_total_bytes: int | None) -> "_Budget":
+        from ..ir.dialects.nn_base import element_dtype
+        from ..runtime.kernels.limits import nbytes
+        largest = max((a.size for a in args if splat_value(a) is None), default=1)
+        budget = cls(None, False, largest, max_bytes, max_total_bytes)
+        if max_bytes is None:
+            return budget
+        room = _room(op, max_bytes, max_total_bytes)
+        limit, manufactured = room, 0
+        for r in op.results:
+            if not _static_dims(r):
+                continue     # a result of unknown size is capped at ``room`` by the kernel's own check
+            try:
+                size = nbytes(r.type.shape, element_dtype(r.type))
+            except QuantirError:
+                continue
+            if r.type.num_elements <= largest:
+                limit = max(limit, size)
+            else:
+                manufactured += size
+        budget.limit, budget.refused = limit, manufactured > room
+        return budget
+
+    def spend(self, op: Operation, arrays: list[np.ndarray]) -> bool:
+        """Charge the manufactured results to the block; False when they turned out over budget."""
+        if self.max_bytes is None:
+            return True
+        made = sum(a.nbytes for a in arrays if a.size > self.largest and splat_value(a) is None)
+        if not made:
+            return True
+        if made > _room(op, self.max_bytes, self.max_total_bytes):
+            return False
+        if op.block is not None:
+            _MANUFACTURED[op.block] = _MANUFACTURED.get(op.block, 0) + made
+        return True
+
+
+# Bytes manufactured by folding so far, per block: the importer folds op by op through
+# ``fold_op``, so the running total lives with the block it was spent on.
+_MANUFACTURED: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+
+
+def _room(op: Operation, max_bytes: int, max_total_bytes: int | None) -> int:
+    """How many bytes ``op`` may still manufacture."""
+    if max_total_bytes is None or op.block is None:
+        return max_bytes
+    return max(0, min(max_bytes, max_total_bytes - _MANUFACTURED.get(op.block, 0)))
 
 
 def _fold_splats(op: Operation, kernel, args: list[np.ndarray]) -> list[np.ndarray] | None:
@@ -133,28 +209,6 @@ def _fold_splats(op: Operation, kernel, args: list[np.ndarray]) -> list[np.ndarr
     return [lazy_splat(value, shape, value.dtype)]
 
 
-def _budget(op: Operation, args: list[np.ndarray], max_bytes: int | None) -> int | None:
-    """The byte limit for folding ``op``: ``max_bytes``, raised to what its results need when
-    they hold no more elements than its operands do in memory (splats count one); -1 when a
-    result's static type is already over it."""
-    if max_bytes is None:
-        return None
-    from ..runtime.kernels.limits import nbytes
-    from ..ir.dialects.nn_base import element_dtype
-    held = sum(1 if splat_value(a) is not None else a.size for a in args)
-    limit = max_bytes
-    for r in op.results:
-        if not _static_dims(r):
-            continue
-        try:
-            size = nbytes(r.type.shape, element_dtype(r.type))
-        except QuantirError:
-            continue
-        if r.type.num_elements <= held:
-            limit = max(limit, size)
-        elif size > max_bytes:
-            return -1
-    return limit
 
 
 def replace_with_constants(op: Operation, arrays: list[np.ndarray]) -> list[Operation]:
@@ -173,10 +227,12 @@ def replace_with_constants(op: Operation, arrays: list[np.ndarray]) -> list[Oper
 @dataclass(frozen=True)
 class FoldConstantsOptions:
     """``max_elements``: leave results larger than this unfolded (None: no limit).
-    ``max_bytes``: the folding budget per op (see the module notes; None: no budget)."""
+    ``max_bytes`` / ``max_total_bytes``: what folding may manufacture per op / per function
+    body (see the module notes; None: no budget)."""
 
     max_elements: int | None = None
     max_bytes: int | None = DEFAULT_MAX_FOLD_BYTES
+    max_total_bytes: int | None = DEFAULT_MAX_TOTAL_FOLD_BYTES
 
 
 class FoldConstants:
@@ -199,7 +255,7 @@ class FoldConstants:
             for op in list(body.ops):
                 if op.block is None:
                     continue
-                values = fold_op(op, self.options.max_bytes)
+                values = fold_op(op, self.options.max_bytes, self.options.max_total_bytes)
                 if values is None or (limit is not None and any(v.size > limit for v in values)):
                     new_ops.append(op)
                     continue
