@@ -153,3 +153,20 @@ def test_lrn_with_a_huge_window_is_refused():
     assert str(e.value) == ("'nn.lrn' (node 'big'): lrn's padded channel sums would need shape [1, 1099511627780, 2, 2] "
                             "of float64 = 32 TiB, over the limit of 4 GiB per tensor; the model's sizes are likely "
                             "corrupt (or raise max_tensor_bytes)")
+
+
+def test_a_quantized_conv_with_huge_pads_is_refused_before_the_qkernel_pads():
+    from quantir.text import parse_module
+    q_in, q_out = "!quant.uniform<i8:f32, 2.000000e-02:-5>", "!quant.uniform<i8:f32, 5.000000e-02:3>"
+    q_w = "!quant.uniform<i8<-127:127>:f32:0, {3.000000e-03,4.000000e-03}>"
+    p, d = 2**31, 2**31 - 1
+    text = (f"func.func @main(%x: tensor<1x3x5x5x{q_in}>, %w: tensor<2x3x3x3x{q_w}>) -> tensor<1x2x7x7x{q_out}> {{\n"
+            f'  %0 = "qnn.conv"(%x, %w) {{dilations = array<i64: {d}, {d}>, pads = array<i64: {p}, {p}, {p}, {p}>, '
+            f"strides = array<i64: 1, 1>}} : (tensor<1x3x5x5x{q_in}>, tensor<2x3x3x3x{q_w}>) -> tensor<1x2x7x7x{q_out}>\n"
+            f"  return %0 : tensor<1x2x7x7x{q_out}>\n}}\n")
+    module = parse_module(text, "conv.mlir")
+    feeds = {"arg0": np.zeros((1, 3, 5, 5), np.int8), "arg1": np.ones((2, 3, 3, 3), np.int8)}
+    with pytest.raises(ResourceError) as e:
+        interpreter.run(module, feeds)
+    assert str(e.value).startswith("the padded input of 'qnn.conv' would need shape "
+                                   "[1, 3, 4294967301, 4294967301] of int8 = ")

@@ -13,10 +13,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...errors import quote_name
 from ...ir import Operation
 from ...ir.dialects import qnn, quant
 from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
 from .. import qkernels as qk
+from .limits import check_allocation
 
 # Prepared parameters per op, dropped with the op.
 _prepared: "weakref.WeakKeyDictionary[Operation, Any]" = weakref.WeakKeyDictionary()
@@ -50,6 +52,15 @@ def _pads_tlbr(pads) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in (pads or (0, 0, 0, 0)))  # type: ignore[return-value]
 
 
+def _padded_pads(op: Operation, x) -> tuple[int, int, int, int]:
+    """The pads, once the padded input the qkernels will make is known to fit the run's limit."""
+    top, left, bottom, right = pads = _pads_tlbr(op.attr("pads"))
+    if x.ndim == 4 and any(pads):
+        check_allocation(f"the padded input of '{op.name}'", (*x.shape[:2], x.shape[2] + top + bottom,
+                                                              x.shape[3] + left + right), x.dtype)
+    return pads
+
+
 def _weight_scales(v) -> np.ndarray:
     q = _q(v.type)
     return np.asarray(q.scales if isinstance(q, UniformQuantizedPerAxisType) else [q.scale], np.float64)
@@ -60,7 +71,7 @@ def conv(op: Operation, x, w, b=None):
     channels = w.shape[0]
     p = _prepare(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op), channels=channels))
     group = op.attr("group") or 1
-    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_pads_tlbr(op.attr("pads")),
+    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_padded_pads(op, x),
                   dilations=tuple(op.attr("dilations") or (1, 1)), **p.as_kwargs())
     if group > 1 and group == x.shape[1] and w.shape[1] == 1:
         return qk.depthwise_conv2d(x, w, b, **common)
@@ -96,7 +107,7 @@ def _pool(prepare, kernel):
         xv, y = op.operands[0], op.results[0]
         p = _prepare(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
         return kernel(x, kernel=tuple(op.attr("kernel_shape")), strides=tuple(op.attr("strides") or (1, 1)),
-                      pads=_pads_tlbr(op.attr("pads")), **p.as_kwargs())
+                      pads=_padded_pads(op, x), **p.as_kwargs())
     return run
 
 
@@ -104,6 +115,10 @@ def mean(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
     axes = tuple(op.attr("axes"))
     count = int(np.prod([x.shape[a] for a in axes]))
+    if count == 0:   # float gives NaN there, which no int8 value holds
+        raise qk.QKernelError(f"MEAN {quote_name(op.label or op.name)}: the axes {list(axes)} of its input of shape "
+                              f"{list(x.shape)} hold no element, so the mean is undefined; give the model an input "
+                              "with a non-empty reduced axis")
     p = _prepare(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count))
     return qk.mean(x, axes=axes, keepdims=bool(op.attr("keepdims")), **p.as_kwargs())
 
