@@ -339,7 +339,7 @@ def exercise(path: str, workdir: str) -> None:
     work = Path(workdir)
     refused = []
 
-    def cli(*argv: str) -> int:
+    def cli(*argv: str) -> tuple[int, str]:
         err = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             code = main(list(argv))
@@ -347,17 +347,22 @@ def exercise(path: str, workdir: str) -> None:
             raise AssertionError(f"quantir {argv[0]} exited {code}: {err.getvalue()[-300:]}")
         if err.getvalue():
             refused.append(f"{argv[0]}: {err.getvalue().strip()[:200]}")
-        return code
+        return code, err.getvalue()
 
     cli("show", path)
-    cli("check", path)
+    check_code, _ = cli("check", path)
     try:
         feeds = _random_feeds(path, np.random.default_rng(len(Path(path).read_bytes())))
     except QuantirError as e:
         raise QuantirError(f"not runnable: {e}; " + "; ".join(refused)) from None
     if feeds is not None:
         np.savez(work / "in.npz", **feeds)
-        cli("run", path, "--inputs", str(work / "in.npz"), "--outputs", str(work / "out.npz"))
-        cli("verify", path, "--inputs", str(work / "in.npz"))
+        run_code, _ = cli("run", path, "--inputs", str(work / "in.npz"), "--outputs", str(work / "out.npz"))
+        _, said = cli("verify", path, "--inputs", str(work / "in.npz"))
+        if "LiteRT crashed with" in said:
+            if check_code == 0 and run_code == 0:   # issue 11 item 3: check must not call such a model clean
+                raise AssertionError(f"quantir check reports 0 violations on a model LiteRT crashes on: {said[:300]}")
+            from quantir.verify import OracleError
+            raise OracleError("; ".join(refused))   # counted apart: a LiteRT crash quantir survived
     if refused:
         raise QuantirError("; ".join(refused))

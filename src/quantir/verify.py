@@ -160,6 +160,8 @@ class _Oracle:
             if self.process is None:
                 self.process = OracleProcess(self.model, self.resolver, self.workdir)
             return self.process.chunk(feeds, indices)
+        except OSError as e:   # no process or no temporary file could be made
+            raise OracleError(f"{self.source}: cannot run LiteRT in a child process: {e.strerror or e}") from None
         except OracleCrash as e:
             said = e.stderr.splitlines()[-1] if e.stderr else ""
             raise OracleError(f"{self.source}: {e} ({samples}); quantir's own run succeeded. LiteRT does not "

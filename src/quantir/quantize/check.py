@@ -91,6 +91,10 @@ def check_module(module: Module | Function) -> spec.CheckReport:
         message = _softmax_limit(op) if op.opdef is qnn.SOFTMAX else None
         if message:
             report.violations.append(spec.Violation(op.label or op.name, "SOFTMAX", "options", message))
+        if op.opdef is qnn.LEAKY_RELU and not np.isfinite(float(op.attr("alpha"))):
+            report.violations.append(spec.Violation(
+                op.label or op.name, "LEAKY_RELU", "options",
+                f"alpha must be finite, found {float(op.attr('alpha'))}: LiteRT's multiplier is undefined with it"))
     return report
 
 

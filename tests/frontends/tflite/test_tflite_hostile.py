@@ -257,3 +257,18 @@ def test_a_per_axis_output_of_a_conv_or_fully_connected_is_refused(output):
     with pytest.raises(UnsupportedOpError, match=rf"the output '{output}' must be int8 quantized per tensor, found "
                                                  rf"{channels} per-axis scales"):
         import_tflite(data)
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf")])
+def test_leaky_relu_with_a_non_finite_alpha_is_flagged_by_check_and_refused_by_run(alpha):
+    from quantir.backends.tflite import LeakyReluOptions
+    from quantir.quantize.check import check_module
+    g = Graph()
+    x = g.input("x", (1, 4), 0.05)
+    y = g.act("y", (1, 4), 0.05)
+    g.op(OP.LEAKY_RELU, [x], [y], LeakyReluOptions(alpha=alpha))
+    imp = import_tflite(g.finish([y]))
+    assert [str(v) for v in check_module(imp.module).violations] == [
+        f"LEAKY_RELU 'y' options: alpha must be finite, found {alpha}: LiteRT's multiplier is undefined with it"]
+    with pytest.raises(QuantirError, match=rf"leaky_relu: alpha must be finite, found {alpha}"):
+        run(imp.module, {"x": np.zeros((1, 4), np.int8)})

@@ -45,6 +45,8 @@ class LeakyReluParams(KernelParams):
 def prepare_leaky_relu(input_scale: float, input_zero_point: int, alpha: float, output_scale: float,
                        output_zero_point: int) -> LeakyReluParams:
     op = "leaky_relu"
+    if not np.isfinite(alpha):   # LiteRT's QuantizeMultiplier(NaN or Inf) is undefined
+        raise QKernelError(f"{op}: alpha must be finite, found {alpha}")
     mi, si = quantize_multiplier(relu_multiplier(input_scale, output_scale))
     ma, sa = quantize_multiplier(leaky_relu_alpha_multiplier(input_scale, alpha, output_scale))
     if si > 30 or sa > 30:
