@@ -154,10 +154,13 @@ class GraphExporter:
             self.used.add(name)
             self.names[arg] = name
         identities: list[tuple[Value, str]] = []
-        for i, (name, v) in enumerate(zip(outs, self.fn.outputs)):
-            if name in outs[:i]:
+        seen: set[str] = set()
+        inputs = set(ins)
+        for name, v in zip(outs, self.fn.outputs):
+            if name in seen:
                 raise VerifyError(f"function '@{self.fn.name}' has two outputs named '{name}'")
-            if name in ins:
+            seen.add(name)
+            if name in inputs:
                 if self.names.get(v) == name:
                     continue   # an input passed straight through under its own name
                 raise VerifyError(f"function '@{self.fn.name}' has an input and an output named '{name}'")
