@@ -17,13 +17,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from quantir.errors import ShapeError
-from quantir.ir import Function, Module, dialects
+from quantir.ir import Function, Module
 from quantir.ir.attributes import DenseElementsAttr, arrays_equal, lazy_splat, splat_value
 from quantir.passes import Canonicalize
 from quantir.passes.fold_constants import FoldConstants, FoldConstantsOptions, fold_op, make_constant
 from quantir.passes.shape_inference import ShapeInference
 from quantir.ir.dialects import func, nn
-from quantir.text import parse_module, print_module
+from quantir.text import parse_module
 from quantir.types import TensorType, f32, parse_type
 
 MB = 1 << 20
