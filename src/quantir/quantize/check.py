@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import QuantirError
 from ..ir import Function, Module, Operation, Value
 from ..ir.dialects import nn, qnn, quant
 from ..types import QuantizedType, TensorType, UniformQuantizedPerAxisType, UniformQuantizedType
@@ -172,6 +173,12 @@ def check_tflite(path: str) -> spec.CheckReport:
 
     model = load_model(path)
     file_level = litert_file_violations(model)
-    report = check_module(Importer(model, 0, str(path), CONVERTERS).run().module)
+    try:
+        report = check_module(Importer(model, 0, str(path), CONVERTERS).run().module)
+    except QuantirError as e:
+        if not file_level:
+            raise
+        # say what LiteRT would do with the file, and why quantir cannot read it either
+        report = spec.CheckReport(violations=[spec.Violation("model", "IMPORT", "quantir", e.message)])
     report.violations[:0] = file_level
     return report

@@ -272,3 +272,20 @@ def test_leaky_relu_with_a_non_finite_alpha_is_flagged_by_check_and_refused_by_r
         f"LEAKY_RELU 'y' options: alpha must be finite, found {alpha}: LiteRT's multiplier is undefined with it"]
     with pytest.raises(QuantirError, match=rf"leaky_relu: alpha must be finite, found {alpha}"):
         run(imp.module, {"x": np.zeros((1, 4), np.int8)})
+
+
+def test_check_reports_what_litert_would_do_even_when_quantir_cannot_import_the_file(tmp_path):
+    path = tmp_path / "m.tflite"
+    path.write_bytes(LITERT_CASES["TRANSPOSE without its perm"][0]())
+    report = check_tflite(str(path))
+    assert [str(v) for v in report.violations] == [
+        LITERT_CASES["TRANSPOSE without its perm"][1],
+        f"IMPORT 'model' quantir: {path}: operator 3 (TRANSPOSE -> 'nchw'): input 1 is missing (2 inputs given)"]
+    assert report.checked == 0
+
+
+def test_check_raises_the_import_error_when_litert_has_nothing_to_say(tmp_path):
+    path = tmp_path / "m.tflite"
+    path.write_bytes(mutated(change_tensor=("filter", lambda t: dc.replace(t, type=TensorType.STRING))))
+    with pytest.raises(UnsupportedOpError, match="tensor 'filter' has type STRING"):
+        check_tflite(str(path))
