@@ -170,3 +170,12 @@ def test_a_quantized_conv_with_huge_pads_is_refused_before_the_qkernel_pads():
         interpreter.run(module, feeds)
     assert str(e.value).startswith("the padded input of 'qnn.conv' would need shape "
                                    "[1, 3, 4294967301, 4294967301] of int8 = ")
+
+
+def test_max_pool_with_huge_dilation_and_same_padding_is_refused():
+    x = TensorType((1, 1, 8, 8), f32)
+    module = _one_op(nn.MAX_POOL, [x], [], [x], kernel_shape=[3, 3], dilations=[2**31 - 1] * 2,
+                     auto_pad="SAME_UPPER")
+    with pytest.raises(ResourceError, match=r"^'nn.max_pool' \(node 'big'\): the padded input of a window op would "
+                                            r"need shape \[1, 1, 4294967302, 4294967302\] of float32 = "):
+        interpreter.run(module, {"arg0": np.ones((1, 1, 8, 8), np.float32)})
