@@ -7,6 +7,7 @@ identifier ``x2xf32``; shape parsers re-lex from inside a token with :meth:`Lexe
 from __future__ import annotations
 
 import bisect
+import re
 import sys
 from dataclasses import dataclass
 from enum import Enum, auto
@@ -61,6 +62,7 @@ _PUNCT = {
 MAX_INT_DIGITS = min(4300, sys.get_int_max_str_digits() or 4300)
 MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) - 1   # log2(10): 10**(digits-1) < 2**bits
 _ASCII_DIGITS = frozenset("0123456789")
+_ID_BODY = re.compile(r"[A-Za-z0-9_$.]*")
 
 
 def literal_too_long(digits: int) -> str:
@@ -128,6 +130,10 @@ class Lexer:
         self._peeked = None
         return tok
 
+    def glued(self, c: str) -> bool:
+        """``c`` is the very next character (no trivia before it) and no token was looked at yet."""
+        return self._peeked is None and self.pos < self.limit and self.text[self.pos] == c
+
     def reset_to(self, pos: int) -> None:
         """Continue lexing from ``pos`` (used to split ``x``-joined shape tokens)."""
         self.pos = pos
@@ -158,10 +164,8 @@ class Lexer:
         if start >= self.limit:
             return Token(Tok.EOF, "", self.limit)
         c = t[start]
-        if _is_id_start(c):
-            self.pos += 1
-            while self.pos < self.limit and _is_id_char(t[self.pos]):
-                self.pos += 1
+        if _is_id_start(c):   # a regex, not a loop: shapes re-lex `x4x4x...xf32` once per dimension
+            self.pos = _ID_BODY.match(t, start + 1, self.limit).end()
             return self._tok(Tok.BARE_ID, start)
         if c in _ASCII_DIGITS:   # not str.isdigit(): '²' is a digit to Python, not to int() or MLIR
             return self._lex_number(start)

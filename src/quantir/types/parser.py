@@ -359,9 +359,10 @@ class TypeParser:
 
         def parse_dim():
             t = self.tok
-            if self.consume_if(Tok.QUESTION):
+            if t.kind is Tok.QUESTION:
                 if not allow_dynamic:
                     raise self.error_at(t.pos, "expected static shape")
+                self.lex.next()   # the next token is lexed lazily: see parse_x_in_dimension_list
                 dims.append(None)
             else:
                 dims.append(self.parse_integer_in_dimension_list())
@@ -373,7 +374,7 @@ class TypeParser:
             return dims
         if self.tok.kind in (Tok.INTEGER, Tok.QUESTION):
             parse_dim()
-            while self.tok.kind is Tok.BARE_ID and self.tok.text[0] == "x":
+            while self._glued_x() or (self.tok.kind is Tok.BARE_ID and self.tok.text[0] == "x"):
                 self.parse_x_in_dimension_list()
                 parse_dim()
         return dims
@@ -388,11 +389,22 @@ class TypeParser:
         value = int(t.text)
         if value >= 1 << 63:
             raise self.error_here("invalid dimension")
-        self.consume()
+        self.lex.next()   # the next token is lexed lazily: see parse_x_in_dimension_list
         return value
 
+    def _glued_x(self) -> bool:
+        """An ``x`` right after the dimension just read, not yet lexed."""
+        return self.lex.glued("x")
+
     def parse_x_in_dimension_list(self) -> None:
-        """Consume an ``x``, also the one glued to the element type as in ``xf32``."""
+        """Consume an ``x``, also the one glued to the element type as in ``xf32``.
+
+        An ``x`` glued to the dimension before it is stepped over without lexing the token it
+        starts: in ``4x4x...x4xf32`` that token is the whole rest of the shape, and lexing it once
+        per dimension made parsing quadratic in the rank (10,000 dims took 10 s)."""
+        if self._glued_x():
+            self.reset_to(self.lex.pos + 1)
+            return
         t = self.tok
         if t.kind is not Tok.BARE_ID or t.text[0] != "x":
             raise self.wrong_token_error("expected 'x' in dimension list")
