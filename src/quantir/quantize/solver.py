@@ -45,9 +45,11 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
+from ..errors import CalibrationError, quote_name
 from ..ir import Value
 from ..ir.dialects import nn
-from ..numerics import asymmetric_qparams, quantize_weights, symmetric_weight_qparams
+from ..numerics import (NEAR_ZERO_TOLERANCE, asymmetric_qparams, conv_multiplier, quantize_multipliers,
+                        quantize_weights, symmetric_weight_qparams)
 from . import spec
 from .calibrate import (CalibrationInfo, Statistics, constant_array, conv_window, default_callback,
                         weighted_input)
@@ -277,6 +279,7 @@ class _Solver:
         for k, f in fixed.items():   # the first fixed-output op of a class wins
             self.fixed.setdefault(self.root[k], f)
         self._provisional: dict[int, tuple[float, float]] = {}
+        self.floors: dict[int, float] = {}                       # class root -> smallest scale its kernels accept
         self.trace = None
         if statistics.kept and statistics.make_engine is not None:
             from .lower import IntegerTrace   # lower imports this module
@@ -302,6 +305,9 @@ class _Solver:
             s, zp = self.fixed[root]
             return ActParams(float(np.float32(s)), int(zp), True, lo, hi)
         scale, zp = asymmetric_qparams(lo, hi)
+        floor = self.floors.get(root)
+        if floor is not None and float(scale) < floor:   # rmin/rmax keep the calibrated range (health names it)
+            scale, zp = asymmetric_qparams(*_widened(lo, hi, floor))
         return ActParams(float(scale), int(zp), False, lo, hi)
 
     def provisional(self, k: int) -> tuple[float, float]:
@@ -338,6 +344,13 @@ class _Solver:
             if region.pattern.kind == "HARD_SWISH":
                 lo, hi = _hard_swish_range(lo, hi, self.act_params(region.inputs[0]).scale)
             self.ranges[id(region.output)] = (lo, hi)
+            floor = _finest_output_scale(region.pattern.kind, [self.act_params(v).scale for v in region.inputs
+                                                               if constant_array(v) is None])
+            if region.pattern.kind == "CONV_2D" and max(hi, 0.0) - min(lo, 0.0) <= NEAR_ZERO_TOLERANCE:
+                floor = _finest_conv_output_scale(region, *self.weights[region.match.values["w"]][1:])
+            if floor is not None:
+                root = self.root[id(region.output)]
+                self.floors[root] = max(floor, self.floors.get(root, 0.0))
 
     def region_weight_params(self, region: Region, x: Value, s_in: float) -> WeightParams:
         w, b = region_weights(region)
@@ -370,6 +383,8 @@ class _Solver:
             if s_final != s_in:   # a same-scale class widened the input after this region
                 w, b = region_weights(region)
                 wp = weight_params(w, b, s_final, self.config.per_channel, wp.correction)
+            if region.pattern.kind == "CONV_2D":
+                _check_conv_requantization(region, s_final, wp, out[region.output])
             out[key] = wp
         return out
 
@@ -380,6 +395,99 @@ def _hard_swish_range(lo: float, hi: float, input_scale: float) -> tuple[float, 
     upwards until ``s_out >= s_in / 127``."""
     need = 255.0 * input_scale / 127.0
     return (lo, lo + need) if hi - lo < need else (lo, hi)
+
+
+# Degenerate output scales. An output step much finer than the step of what an op computes in
+# integers resolves nothing more, but the kernels cannot express it: ADD/SUB refuse an output
+# multiplier >= 1, MEAN's shift tops out at 30 and MUL's product overflows int32 when shifted
+# left by more than 15 bits. Such scales come from a zero or near-zero range (a callback that
+# returns one, constant data) or an input scale blown up by absurd weights upstream. Like
+# LiteRT's converter for HARD_SWISH (above), the output range is widened to the finest scale the
+# kernel accepts, which loses no value the integer op can produce; the health check names the
+# tensor when its range was degenerate (``ActParams.rmin``/``rmax`` keep the calibrated range).
+# Normal ranges are far from these floors and unchanged.
+_ADD_LEFT_SHIFT = 20        # ADD/SUB's int8 input left shift: mo = 2·max(s1, s2) / (2**20 · s_out) < 1
+_MEAN_MAX_RATIO = 2.0 ** 20  # s_in / s_out: MBQM(Σ(q - zp), M', sh') then fits int32 for any count
+_MUL_MAX_RATIO = 2.0 ** 14   # s1·s2 / s_out: a product of two int8 differs (< 2**16) times 2**15 fits int32
+_MARGIN = 1.0 + 2.0 ** -10   # float32 rounding of the scale must not land back on the limit
+
+
+def _finest_output_scale(kind: str, input_scales: list[float]) -> float | None:
+    """The smallest output scale the kernel of ``kind`` accepts for these input scales (None: no floor)."""
+    if not input_scales:
+        return None
+    if kind in ("ADD", "SUB") and len(input_scales) == 2:
+        return 2.0 * max(input_scales) / 2.0 ** _ADD_LEFT_SHIFT * _MARGIN
+    if kind == "MEAN":
+        return input_scales[0] / _MEAN_MAX_RATIO * _MARGIN
+    if kind == "MUL" and len(input_scales) == 2:
+        return input_scales[0] * input_scales[1] / _MUL_MAX_RATIO * _MARGIN
+    return None
+
+
+def _widened(lo: float, hi: float, min_scale: float) -> tuple[float, float]:
+    """``[lo, hi]`` (with 0, as int8 activations hold it) widened upwards to ``255 · min_scale`` when narrower."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    need = 255.0 * min_scale
+    return (lo, lo + need) if hi - lo < need else (lo, hi)
+
+
+def _worst_accumulators(region: Region, s_in: float, wp: WeightParams, channels: np.ndarray | None = None
+                        ) -> np.ndarray:
+    """Per output channel (or those in ``channels``), the largest ``|acc|`` the int8 weights and int32
+    bias allow: every input at 255 steps from its zero point, with each weight's sign."""
+    w, _ = region_weights(region)
+    scales = np.broadcast_to(np.asarray(wp.scale, np.float64).reshape(-1), (w.shape[0],))
+    rows = np.arange(w.shape[0]) if channels is None else channels
+    worst = np.empty(len(rows))
+    for i, c in enumerate(rows):
+        w_steps = np.minimum(np.rint(np.abs(w[c].astype(np.float64)) / scales[c]), 127.0).sum()
+        b_steps = 0.0 if wp.bias is None else abs(float(wp.bias[c])) / (np.float64(s_in) * scales[c])
+        worst[i] = 255.0 * w_steps + b_steps
+    return worst
+
+
+def _finest_conv_output_scale(region: Region, s_in: float, wp: WeightParams) -> float:
+    """The smallest output scale for which no channel's ``worst acc · 2**shift`` overflows int32
+    (``2**shift <= 2·m``). Used only for a degenerate (zero) output range: it carries no value to
+    keep, and the kernel cannot go finer; a real range is never widened (see below)."""
+    scales = np.asarray(wp.scale, np.float64).reshape(-1)
+    need = np.float64(s_in) * scales * 2.0 * _worst_accumulators(region, s_in, wp) / (2.0 ** 31 - 1)
+    return float(need.max(initial=0.0)) * _MARGIN
+
+
+def _check_conv_requantization(region: Region, s_in: float, wp: WeightParams, out: "ActParams") -> None:
+    """Refuse a conv whose requantization LiteRT cannot compute: a channel multiplier
+    ``m = s_in · s_w / s_out`` above 1 is applied as ``acc · 2**shift`` in int32 (double-rounding
+    MBQM), undefined behaviour once that overflows.
+
+    With a real output range it takes weights out of all proportion to it (a clipped output of
+    [0, 6] after weights of 1e9): every non-zero accumulator saturates. Widening the output range
+    (per tensor) would zero every other channel, and LiteRT's converter would emit the overflow
+    silently; so the layer is named with its numbers, and the user fixes the weights or keeps the
+    layer float. Only channels with ``m > 1`` (none in ordinary models) are looked at, with the
+    worst accumulator their int8 weights and bias allow.
+    """
+    scales = np.broadcast_to(np.asarray(wp.scale, np.float32).reshape(-1), (region.match.consts["w"].shape[0],))
+    m = np.asarray(conv_multiplier(np.float32(s_in), scales, np.float32(out.scale)), np.float64)
+    if not np.any(m > 1.0):
+        return
+    _, shift = quantize_multipliers(m)
+    flagged = np.flatnonzero(shift > 0)
+    worst = _worst_accumulators(region, s_in, wp, flagged)
+    over = worst * 2.0 ** shift[flagged].astype(np.float64) > 2.0 ** 31 - 1
+    if not over.any():
+        return
+    i = int(np.argmax(over))
+    c, acc = int(flagged[i]), float(worst[i])
+    w_max = float(np.abs(region_weights(region)[0][c]).max(initial=0.0))
+    raise CalibrationError(
+        f"conv {quote_name(region.label)}: output channel {c} cannot be requantized in int32: its multiplier "
+        f"input scale × weight scale / output scale = {s_in:.4g} × {float(scales[c]):.4g} / {out.scale:.4g} "
+        f"= {m[c]:.4g} shifts the accumulator left by {int(shift[c])} bits, which overflows int32 (undefined "
+        f"behaviour in LiteRT) for accumulators up to {acc:.4g}; its weights (|w| up to {w_max:.4g}) are out "
+        f"of proportion with the output range [{out.rmin:.4g}, {out.rmax:.4g}]. Check this layer's weights, or "
+        f"keep it float with --exclude {quote_name(region.label)}")
 
 
 class _Decided(Mapping):

@@ -22,6 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import quote_name
+
 
 class Kind(Enum):
     ACT = auto()
@@ -149,7 +151,8 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.kind} '{self.op}' {self.where}: {self.message}"
+        # the op's label comes from the file: escaped, it cannot forge a line of `quantir check` output
+        return f"{self.kind} {quote_name(self.op)} {self.where}: {self.message}"
 
 
 @dataclass
