@@ -179,3 +179,13 @@ def test_max_pool_with_huge_dilation_and_same_padding_is_refused():
     with pytest.raises(ResourceError, match=r"^'nn.max_pool' \(node 'big'\): the padded input of a window op would "
                                             r"need shape \[1, 1, 4294967302, 4294967302\] of float32 = "):
         interpreter.run(module, {"arg0": np.ones((1, 1, 8, 8), np.float32)})
+
+
+def test_a_dynamic_result_is_checked_from_the_actual_operand_shapes():
+    x = TensorType((None, 1, 4, 4), f32)
+    module = _one_op(nn.RESIZE, [x], [], [TensorType((None, 1, 2**18, 2**18), f32)],
+                     scales=[1.0, 1.0, 2.0**16, 2.0**16], mode="nearest")
+    with pytest.raises(ResourceError) as e:
+        interpreter.run(module, {"arg0": np.ones((2, 1, 4, 4), np.float32)})
+    assert str(e.value).startswith("tensor 'y' of 'nn.resize' (node 'big') would need shape [2, 1, 262144, 262144] "
+                                   "of float32 = 512 GiB, over the limit of 4 GiB per tensor")

@@ -71,6 +71,7 @@ class Interpreter:
         """``max_tensor_bytes``: the largest tensor (result or kernel scratch) a run may make;
         None for no limit."""
         self.max_tensor_bytes = max_tensor_bytes
+        self._fits: set[tuple[Operation, tuple]] = set()
         self.fn = module.main if isinstance(module, Module) else module
         self.inputs = list(zip(input_names(self.fn), self.fn.arguments))
         self.outputs = list(zip(output_names(self.fn), self.fn.outputs))
@@ -131,7 +132,11 @@ class Interpreter:
         last_use = self._last_uses(schedule, keep)
         for i, op in enumerate(schedule):
             args = [env[v] for v in op.operands]
-            _check_static_results(op, self.max_tensor_bytes)
+            if self.max_tensor_bytes is not None:
+                key = (op, tuple(a.shape for a in args))
+                if key not in self._fits:        # checked once per op and operand shapes
+                    _check_results_before(op, args, self.max_tensor_bytes)
+                    self._fits.add(key)
             try:
                 out = self.kernels[op](op, *args)
             except ResourceError as e:   # scratch refused inside a kernel: say which op
@@ -211,12 +216,20 @@ def _blas_limit(threads: int | None):
     return threadpool_limits(threads, user_api="blas")
 
 
-def _check_static_results(op: Operation, limit: int | None) -> None:
-    """Refuse, before the kernel runs, a result whose static type is over ``limit``."""
+def _check_results_before(op: Operation, args: Sequence[np.ndarray], limit: int | None) -> None:
+    """Refuse, before the kernel runs, a result over ``limit``: by its static type, or, when a
+    dim is dynamic, by the op's type rule applied to the actual operand shapes."""
     if limit is None:
         return
-    for i, r in enumerate(op.results):
-        t = r.type
+    types = [r.type for r in op.results]
+    if any(isinstance(t, TensorType) and not t.has_static_shape for t in types) and op.opdef.infer is not None:
+        try:
+            concrete = [TensorType(tuple(a.shape), v.type.element_type) if isinstance(v.type, TensorType) else v.type
+                        for a, v in zip(args, op.operands)]
+            types = op.opdef.infer(concrete, op.opdef.attr_values(op))
+        except (QuantirError, ValueError, TypeError, IndexError):
+            pass       # the kernel reports what is wrong with the operands
+    for i, t in enumerate(types[:len(op.results)]):
         if isinstance(t, TensorType) and t.has_static_shape:
             try:
                 dtype = element_dtype(t)
