@@ -153,7 +153,7 @@ def adversarial(kind: str, text: str, rng: random.Random) -> str:
     if kind == "long_token":
         n = rng.choice([10 ** 5, 10 ** 6])
         piece = rng.choice(["a" * n, '"' + "a" * n + '"', "%" + "v" * n, "@" + "s" * n, "#" + "x" * n,
-                            "1." + "5" * n, "1.0e-" + "9" * n, "x".join(["4"] * (n // 100)) + "xf32",
+                            "1." + "5" * n, "1.0e-" + "9" * n, "x".join(["4"] * (n // 100)) + "xf32", "x".join(rng.choice("4?") for _ in range(n // 100)) + "xf32",
                             '"0x' + "AB" * (n // 2) + '"', " " * n, "// " + "c" * n + "\n"])
         return _at_token(text, rng, piece)
     if kind == "nul_bytes":
