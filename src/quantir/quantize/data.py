@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..errors import CalibrationError, QuantirError
+from ..ir.dialects.nn_base import element_dtype
 from ..types import TensorType
 
 Feeds = dict[str, np.ndarray]
@@ -34,7 +35,8 @@ class InputSpec:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.type.element_type.numpy_dtype)
+        # integer inputs (token ids, masks) too: not only float element types have a numpy dtype
+        return element_dtype(self.type)
 
 
 class DatasetManager:

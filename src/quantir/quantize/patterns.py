@@ -22,6 +22,7 @@ from ..ir.dialects.nn_index import resize_plan
 from ..numerics import resize_nearest_indices
 from ..numerics.resize import onnx_nearest, onnx_source_coords
 from ..rewrite import Match, Pat, match
+from ..types import FloatType, TensorType
 from .config import Config
 
 Check = Callable[[Match], "str | None"]
@@ -344,6 +345,17 @@ PATTERNS: tuple[QuantizerPattern, ...] = (
 
 
 
+def _integer_result(ops: Sequence[Operation]) -> str | None:
+    """Only float tensors are quantized: integer and bool arithmetic (token ids, masks, shape
+    math, a model that is integer already) keeps its exact values."""
+    for o in ops:
+        for r in o.results:
+            et = r.type.element_type if isinstance(r.type, TensorType) else r.type
+            if not isinstance(et, FloatType):
+                return f"its result is {et}, not float: integer arithmetic is kept as it is"
+    return None
+
+
 def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:
     """Assign float ops to patterns, outputs first, and say why the others stay float."""
     assert fn.body is not None
@@ -366,7 +378,7 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
             if excluded is not None:
                 refused.setdefault(op, f"excluded by the configuration ({excluded.label or excluded.name})")
                 continue
-            reason = p.check(m) if p.check else None
+            reason = _integer_result(ops) or (p.check(m) if p.check else None)
             if reason is not None:
                 refused.setdefault(op, reason)
                 continue
