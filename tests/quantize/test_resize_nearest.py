@@ -147,3 +147,19 @@ def test_qdq_export_is_checked_as_resize_nearest_neighbor(tmp_path):
     (resize,) = [v for v in ops if v.name == "upsample"]
     assert resize.kind == "RESIZE_NEAREST_NEIGHBOR"
     assert resize.inputs[0].scale == resize.outputs[0].scale
+
+
+def test_empty_and_absurd_spatial_sizes_stay_float_with_reasons():
+    """Found by fuzz_models: a size of 0 raised ValueError and 2.7e12 rows tried to allocate
+    20 TiB of indices before calibration; both are no image, and the pattern says so."""
+    from quantir.quantize.config import Config
+    from quantir.quantize.patterns import annotate
+
+    for sizes, shown in (([0, 4], "8x8 to 0x4"), ([2**40, 4], f"8x8 to {2**40}x4")):
+        model = conv_resize_conv(hw_sizes=sizes)
+        del model.graph.node[-1]                    # no conv after it: end the graph at the resize
+        model.graph.output[0].name = "up"
+        fn = qr.load(model).main
+        reasons = {op.label: why for op, why in annotate(fn, Config()).float_ops}
+        assert reasons["upsample"] == (f"Resize nearest from {shown}: spatial sizes must be in [1, 16777216] to "
+                                       "be compared with LiteRT's index rule")

@@ -240,6 +240,10 @@ def litert_nearest_mode(op: Operation) -> tuple[bool, bool] | str:
         return f"only H and W may be resized (input {_dims(shape)}, output {_dims(out)})"
     if any(d is None for d in (*shape[2:], *out[2:])) or None in scales[2:]:
         return f"Resize nearest needs static spatial sizes (input {_dims(shape)}, output {_dims(out)})"
+    if any(not 0 < d <= _MAX_NEAREST_AXIS for d in (*shape[2:], *out[2:])):
+        # comparing the index rules costs memory per output row/column; an empty or absurd size is no image
+        return (f"Resize nearest from {_dims(shape[2:])} to {_dims(out[2:])}: spatial sizes must be in "
+                f"[1, {_MAX_NEAREST_AXIS}] to be compared with LiteRT's index rule")
     axes = [(shape[a], out[a], onnx_nearest_indices(shape[a], out[a], scales[a], cmode, nmode)) for a in (2, 3)]
     preferred = _NEAREST_AS_LITERT.get((cmode, nmode))
     candidates = [preferred] * (preferred is not None) + [f for f in LITERT_NEAREST_MODES if f != preferred]
@@ -258,6 +262,9 @@ def litert_nearest_mode(op: Operation) -> tuple[bool, bool] | str:
                     f"{axis} {onnx[o]} to output {axis} {o}, LiteRT RESIZE_NEAREST_NEIGHBOR "
                     f"({_litert_mode_name(flags)}) copies {axis} {litert[o]}; no LiteRT mode copies the same pixels")
     raise AssertionError("unreachable: the preferred mode differs on some axis")
+
+
+_MAX_NEAREST_AXIS = 1 << 24
 
 
 def _dims(shape) -> str:
