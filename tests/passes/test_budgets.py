@@ -318,3 +318,14 @@ def test_concat_of_a_value_and_its_negation_cannot_double_without_bound():
     stats = FoldConstants(FoldConstantsOptions(max_bytes=1 << 20, max_total_bytes=2 << 20)).run(module).stats
     # the concats manufacture 8, 16, ... KiB: those up to 1 MiB fold (2 MiB in all), the rest stay ops
     assert stats["fold:nn.concat"] == 8 and [op.name for op in module.main.ops].count("nn.concat") == 4
+
+
+def test_a_huge_lazy_splat_is_not_handed_to_a_kernel_that_would_materialize_it():
+    big = lazy_splat(1.0, (2**16, 2**16), np.float32)            # 16 GiB if materialized
+    _, matmul = _fn_with(nn.MATMUL, [big, np.ones((2**16, 1), np.float32)], [TensorType((2**16, 1), f32)])
+    assert fold_op(matmul) is None
+    _, reduce_ = _fn_with(nn.REDUCE["sum"], [big], [TensorType((1, 1), f32)], keepdims=1)
+    assert fold_op(reduce_) is None
+    small = lazy_splat(1.0, (4, 4), np.float32)
+    _, ok = _fn_with(nn.MATMUL, [small, np.ones((4, 1), np.float32)], [TensorType((4, 1), f32)])
+    np.testing.assert_array_equal(fold_op(ok)[0], np.full((4, 1), 4, np.float32))

@@ -157,7 +157,10 @@ class _Budget:
                 limit = max(limit, size)
             else:
                 manufactured += size
-        budget.limit, budget.refused = limit, manufactured > room
+        # a kernel may materialize a lazy splat operand (matmul copies it, a reduction reads every
+        # element): one larger than the budget is left to the interpreter's own checks
+        splat_bytes = max((a.nbytes for a in args if a.size > 1 and splat_value(a) is not None), default=0)
+        budget.limit, budget.refused = limit, manufactured > room or splat_bytes > max(max_bytes, limit)
         return budget
 
     def spend(self, op: Operation, arrays: list[np.ndarray]) -> bool:
