@@ -23,7 +23,9 @@ Design notes
   (ConstantOfShape of a non-splat, Expand, Tile, Pad, Range, Concat): it folds only within
   ``max_bytes`` per op (64 MiB) and ``max_total_bytes`` per function body (256 MiB, all such
   folds together, so that 100 such ops cannot add up to 6 GB); beyond that the op stays
-  unfolded and runs, under the interpreter's own limit, if it is ever executed. Why not "the
+  unfolded and runs, under the interpreter's own limit, if it is ever executed. Nor is a lazy
+  splat larger than ``max_bytes`` handed to any other kernel (MatMul would copy it, a
+  reduction would read every element). Why not "the
   model's own initializer size" as the budget: the split above lets every large fold of real
   data through without knowing the model, and the running total lives with the block
   (``_MANUFACTURED``), so the importer's op-by-op folding gets the same bounds as this pass.
@@ -38,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import DenseElementsAttr, Module, Operation, Value
 from ..errors import QuantirError, ResourceError
+from ..ir import DenseElementsAttr, Module, Operation, Value
 from ..ir.attributes import DenseResourceAttr, lazy_splat, splat_value
 from ..ir.dialects import arith, nn
 from ..ir.opdef import Trait, elements_attr
