@@ -100,8 +100,10 @@ def check_module(module: Module | Function) -> spec.CheckReport:
 
 
 # -- what LiteRT's interpreter refuses in a .tflite file, or crashes on ----------------------------
-# Measured with ai-edge-litert (BUILTIN_REF) on one-op models per supported op: LiteRT loads schema
-# version 3 only; each kernel's Prepare checks its input count; an omitted input (-1) is refused
+# Measured with ai-edge-litert 2.3 (BUILTIN_REF) on one-op models per supported op: LiteRT loads schema
+# version 3 only, no tensor with a negative dim in its shape, and the operator versions in
+# _MAX_VERSION; it refuses to run an operator reading a tensor nothing gives data to; each kernel's
+# Prepare checks its input count; an omitted input (-1) is refused
 # ("was optional but was expected") except FULLY_CONNECTED's bias and PADV2's pad value, and makes
 # SQUEEZE, STRIDED_SLICE, TRANSPOSE and a two-input RESHAPE segfault; ops whose options are missing
 # (or of another type: LiteRT then reads none) get zeros, which SOFTMAX aborts on (beta 0) and the
@@ -117,6 +119,15 @@ _ARITY: dict[str, tuple[int, int]] = {
     "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
 }
 _MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
+# The operator versions BUILTIN_REF registers (ai-edge-litert 2.3, measured): LiteRT refuses to load
+# a model with a higher version ("Didn't find op for builtin opcode").
+_MAX_VERSION = {
+    "ADD": 5, "AVERAGE_POOL_2D": 3, "CONCATENATION": 7, "CONV_2D": 8, "DEPTHWISE_CONV_2D": 6, "DEQUANTIZE": 9,
+    "EXPAND_DIMS": 1, "FULLY_CONNECTED": 14, "HARD_SWISH": 1, "LEAKY_RELU": 2, "LOGISTIC": 3, "MAX_POOL_2D": 3,
+    "MEAN": 3, "MUL": 7, "PAD": 6, "PADV2": 6, "QUANTIZE": 6, "RELU": 3, "RELU6": 3, "RELU_N1_TO_1": 1,
+    "RESHAPE": 1, "RESIZE_BILINEAR": 4, "RESIZE_NEAREST_NEIGHBOR": 4, "SLICE": 8, "SOFTMAX": 3, "SQUEEZE": 1,
+    "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3, "TRANSPOSE": 8,
+}
 _OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
 _NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",
                   "MAX_POOL_2D": "refuses it (stride 0)", "CONV_2D": "refuses it (stride 0)",
@@ -133,10 +144,31 @@ def litert_file_violations(model) -> list[spec.Violation]:
         found.append(spec.Violation("model", "SCHEMA", "version",
                                     f"LiteRT loads schema version {SCHEMA_VERSION} only, found {model.version}"))
     for code in model.operator_codes:
-        if code.version < 1:
+        top = _MAX_VERSION.get(code.name)
+        if code.version < 1 or (top is not None and code.version > top):
+            have = "version 1 only" if top == 1 else f"versions 1 to {top}" if top else "versions from 1"
             found.append(spec.Violation(code.name, code.name, "operator code",
-                                        f"version must be 1 or more (LiteRT finds no kernel), found {code.version}"))
+                                        f"LiteRT's reference kernels have {have} of {code.name}, found version "
+                                        f"{code.version}: LiteRT refuses to load the model"))
     for sg in model.subgraphs[:1]:
+        for t in sg.tensors:
+            if any(d < 0 for d in t.shape):
+                found.append(spec.Violation(t.name, "TENSOR", "shape",
+                                            f"{list(t.shape)} has a negative dimension (a dynamic one is -1 in "
+                                            f"shape_signature, never in shape): LiteRT refuses to load the model"))
+        # a tensor an operator reads must be a graph input, a constant, or written by an earlier operator
+        available = set(sg.inputs) | {i for i, t in enumerate(sg.tensors)
+                                      if t.is_variable or (0 <= t.buffer < len(model.buffers) and model.buffers[t.buffer])}
+        for op in sg.operators:
+            kind = model.operator_name(op)
+            out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind
+            for i, idx in enumerate(op.inputs):
+                if 0 <= idx < len(sg.tensors) and idx not in available:
+                    found.append(spec.Violation(out, kind, f"input {i}",
+                                                f"reads '{sg.tensors[idx].name}', which is neither a graph input, a "
+                                                f"constant, nor written by an earlier operator: LiteRT refuses to run "
+                                                f"the model (the tensor lacks data)"))
+            available.update(op.outputs)
         for op in sg.operators:
             kind = model.operator_name(op)
             out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind

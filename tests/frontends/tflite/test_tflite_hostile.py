@@ -65,9 +65,13 @@ def write_unchecked(model) -> bytes:
         writer._check_model = check
 
 
-def mutated(change_op=None, change_tensor=None, **model_fields) -> bytes:
-    """``base_model()`` with one operator (by output name), one tensor (by name) or a model field changed."""
+def mutated(change_op=None, change_tensor=None, change_code=None, **model_fields) -> bytes:
+    """``base_model()`` with one operator (by output name), one tensor (by name), one operator code (by
+    name) or a model field changed."""
     m = read_model(base_model())
+    if change_code is not None:
+        name, fn = change_code
+        m = dc.replace(m, operator_codes=tuple(fn(c) if c.name == name else c for c in m.operator_codes))
     sg = m.subgraphs[0]
     names = [t.name for t in sg.tensors]
     ops, tensors = list(sg.operators), list(sg.tensors)
@@ -122,6 +126,22 @@ LITERT_CASES = {
         lambda: mutated(change_op=("sliced", lambda op, i: dc.replace(op, inputs=op.inputs[:3] + (-1,)))),
         "STRIDED_SLICE 'sliced' input 3: is omitted (tensor index -1); LiteRT's STRIDED_SLICE needs it and crashes "
         "(segmentation fault)", "SIGSEGV"),
+    "ADD of a version LiteRT does not have": (
+        lambda: mutated(change_code=("ADD", lambda c: dc.replace(c, version=99))),
+        "ADD 'ADD' operator code: LiteRT's reference kernels have versions 1 to 5 of ADD, found version 99: LiteRT "
+        "refuses to load the model", "refuses load"),
+    "RESHAPE of version 2": (
+        lambda: mutated(change_code=("RESHAPE", lambda c: dc.replace(c, version=2))),
+        "RESHAPE 'RESHAPE' operator code: LiteRT's reference kernels have version 1 only of RESHAPE, found version 2: "
+        "LiteRT refuses to load the model", "refuses load"),
+    "a negative dim in a shape": (
+        lambda: mutated(change_tensor=("x", lambda t: dc.replace(t, shape=(-5, 4, 4, 3)))),
+        "TENSOR 'x' shape: [-5, 4, 4, 3] has a negative dimension (a dynamic one is -1 in shape_signature, never in "
+        "shape): LiteRT refuses to load the model", "refuses load"),
+    "a RESHAPE shape nothing gives data to": (
+        lambda: mutated(change_tensor=("shape", lambda t: dc.replace(t, buffer=0))),
+        "RESHAPE 'flat' input 1: reads 'shape', which is neither a graph input, a constant, nor written by an "
+        "earlier operator: LiteRT refuses to run the model (the tensor lacks data)", "refuses invoke"),
 }
 
 
@@ -139,7 +159,8 @@ def test_check_flags_nothing_in_a_valid_model_nor_an_omitted_fully_connected_bia
 
 
 @pytest.mark.parametrize("case", ["schema version 0", "ADD with three inputs", "RESHAPE without its shape input",
-                                  "SOFTMAX without options", "int8 CONV_2D without bias"])
+                                  "SOFTMAX without options", "int8 CONV_2D without bias",
+                                  "ADD of a version LiteRT does not have", "a RESHAPE shape nothing gives data to"])
 def test_cli_check_reports_it_although_quantir_runs_the_model(case, tmp_path):
     make, expected, _ = LITERT_CASES[case]
     path = tmp_path / "m.tflite"
