@@ -206,3 +206,31 @@ def test_dequantize_with_a_float_zero_point():
     inits = [helper.make_tensor("s", TensorProto.FLOAT, (), [0.5]), helper.make_tensor("z", TensorProto.FLOAT, (), [0])]
     with pytest.raises(VerifyError, match=r"the zero point \(input 2\) of DequantizeLinear must be an integer tensor"):
         load_onnx(_one_node(node, [("x", TensorProto.INT8, (2, 3))], inits))
+
+
+def test_a_float_shape_input_is_a_typed_error(make_onnx_model):
+    """Found by fuzz_models: a Reshape whose shape constant is float (here NaN) raised
+    ``ValueError: cannot convert float NaN to integer`` from the importer."""
+    model = make_onnx_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
+                            [("x", np.float32, [2, 3])], [("y", np.float32, None)],
+                            {"s": np.array([np.nan, 6], np.float32)})
+    with pytest.raises(VerifyError, match=r"'r' \(Reshape -> 'y'\): .*expected an integer tensor, got float32"):
+        load_onnx(model)
+
+
+def test_a_conv_transpose_weight_computed_at_run_time_is_checked(make_onnx_model):
+    """Found by fuzz_models: the weight of a ConvTranspose was an activation whose batch dim is
+    dynamic, so import could not check it, and the kernel's reshape raised ``ValueError``."""
+    from quantir.runtime import run
+
+    model = make_onnx_model([helper.make_node("Relu", ["w"], ["wr"], name="relu"),
+                             helper.make_node("ConvTranspose", ["x", "wr"], ["y"], name="deconv")],
+                            [("x", np.float32, [None, 4, 5, 5]), ("w", np.float32, [None, 4, 3, 3])],
+                            [("y", np.float32, None)])
+    fn = load_onnx(model).main
+    x = np.ones((1, 4, 5, 5), np.float32)
+    ok = run(fn, {"x": x, "w": np.ones((4, 4, 3, 3), np.float32)})
+    assert ok["y"].shape == (1, 4, 7, 7)
+    with pytest.raises(ShapeError, match=r"conv_transpose of x \[1, 4, 5, 5\] \(group 1\) needs a weight of "
+                                         r"shape \[4, M/group, \*kernel\], got \[2, 4, 3, 3\]"):
+        run(fn, {"x": x, "w": np.ones((2, 4, 3, 3), np.float32)})

@@ -58,7 +58,10 @@ if _missing:
 # -- inputs that become attributes --------------------------------------------------------------
 
 def _ints(a: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(v) for v in np.asarray(a).reshape(-1))
+    a = np.asarray(a)
+    if a.dtype.kind not in "iub":   # ONNX types these inputs int64; a float one may hold NaN or 1e300
+        raise VerifyError(f"expected an integer tensor, got {a.dtype}")
+    return tuple(int(v) for v in a.reshape(-1))
 
 
 def _floats(a: np.ndarray) -> tuple[float, ...]:

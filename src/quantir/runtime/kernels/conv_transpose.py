@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.dialects import nn
 from ...ir.dialects.nn_conv import conv_transpose_geometry
 from .limits import check_allocation
@@ -22,6 +23,9 @@ def conv_transpose(op, x, w, b=None):
     strides = attrs.get("strides") or (1,) * nsp
     dilations = attrs.get("dilations") or (1,) * nsp
     out, begin, _ = conv_transpose_geometry(spatial, kernel, attrs)
+    if w.ndim != x.ndim or w.shape[0] != c or c % group:   # a weight computed at run time is checked only here
+        raise ShapeError(f"conv_transpose of x {list(x.shape)} (group {group}) needs a weight of shape "
+                         f"[{c}, M/group, *kernel], got {list(w.shape)}")
     cg, mg = c // group, w.shape[1]
     xg = x.reshape(n, group, cg, math.prod(spatial))
     wg = w.reshape(group, cg, mg * math.prod(kernel)).transpose(0, 2, 1)      # (G, M/G*k, C/G)
