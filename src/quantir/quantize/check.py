@@ -119,6 +119,7 @@ _ARITY: dict[str, tuple[int, int]] = {
     "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
 }
 _MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
+_INT16_MAX = (1 << 15) - 1   # the conv kernels' bound on strides and dilations
 # The operator versions BUILTIN_REF registers (ai-edge-litert 2.3, measured): LiteRT refuses to load
 # a model with a higher version ("Didn't find op for builtin opcode").
 _MAX_VERSION = {
@@ -132,6 +133,27 @@ _OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
 _NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",
                   "MAX_POOL_2D": "refuses it (stride 0)", "CONV_2D": "refuses it (stride 0)",
                   "DEPTHWISE_CONV_2D": "refuses it (dilation 0)"}
+
+
+def _tensor_refusals(model, t) -> list[tuple[str, str]]:
+    """What LiteRT's InterpreterBuilder refuses in one tensor: its shape, its quantization, its buffer."""
+    from ..backends.tflite.schema import NUMPY_DTYPES
+    found = []
+    if any(d < 0 for d in t.shape):
+        found.append(("shape", f"{list(t.shape)} has a negative dimension (a dynamic one is -1 in "
+                               f"shape_signature, never in shape)"))
+    q = t.quantization
+    if q is not None and q.scale:
+        axis, rank = q.quantized_dimension, len(t.shape)
+        if axis < 0 or (rank and axis >= rank):
+            found.append(("quantization", f"quantized_dimension {axis} is outside [0, {rank})"))
+    data = model.buffers[t.buffer] if 0 <= t.buffer < len(model.buffers) else b""
+    if data and t.type in NUMPY_DTYPES and not any(d < 0 for d in t.shape):
+        need = int(np.prod(t.shape, dtype=np.float64)) * NUMPY_DTYPES[t.type].itemsize
+        if len(data) < need:
+            found.append(("buffer", f"buffer {t.buffer} holds {len(data)} bytes, shape {list(t.shape)} of "
+                                    f"{t.type.name} needs {need}"))
+    return found
 
 
 def litert_file_violations(model) -> list[spec.Violation]:
@@ -152,10 +174,8 @@ def litert_file_violations(model) -> list[spec.Violation]:
                                         f"{code.version}: LiteRT refuses to load the model"))
     for sg in model.subgraphs[:1]:
         for t in sg.tensors:
-            if any(d < 0 for d in t.shape):
-                found.append(spec.Violation(t.name, "TENSOR", "shape",
-                                            f"{list(t.shape)} has a negative dimension (a dynamic one is -1 in "
-                                            f"shape_signature, never in shape): LiteRT refuses to load the model"))
+            for where, message in _tensor_refusals(model, t):
+                found.append(spec.Violation(t.name, "TENSOR", where, message + ": LiteRT refuses to load the model"))
         # a tensor an operator reads must be a graph input, a constant, or written by an earlier operator
         available = set(sg.inputs) | {i for i, t in enumerate(sg.tensors)
                                       if t.is_variable or (0 <= t.buffer < len(model.buffers) and model.buffers[t.buffer])}
@@ -189,6 +209,11 @@ def litert_file_violations(model) -> list[spec.Violation]:
                 expected = OPERATOR_OPTIONS.get(BuiltinOperator(model.operator_codes[op.opcode_index].builtin_code))
             except ValueError:
                 expected = None
+            if kind in ("CONV_2D", "DEPTHWISE_CONV_2D") and expected is not None and isinstance(op.options, expected):
+                for field in ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor"):
+                    if getattr(op.options, field) > _INT16_MAX:   # conv.cc / depthwise_conv.cc Prepare
+                        flag("options", f"{field} must be at most {_INT16_MAX}, found {getattr(op.options, field)}: "
+                                        f"LiteRT refuses the model")
             if kind in _NEEDS_OPTIONS and expected is not None and not isinstance(op.options, expected):
                 found_text = "none" if op.options is None else type(op.options).__name__
                 flag("options", f"needs {expected.__name__}, found {found_text}: LiteRT reads zeros and "

@@ -142,6 +142,20 @@ LITERT_CASES = {
         lambda: mutated(change_tensor=("shape", lambda t: dc.replace(t, buffer=0))),
         "RESHAPE 'flat' input 1: reads 'shape', which is neither a graph input, a constant, nor written by an "
         "earlier operator: LiteRT refuses to run the model (the tensor lacks data)", "refuses invoke"),
+    "CONV_2D dilation above int16": (
+        lambda: mutated(change_op=("conv", lambda op, i: dc.replace(
+            op, options=dc.replace(op.options, dilation_h_factor=1 << 15)))),
+        "CONV_2D 'conv' options: dilation_h_factor must be at most 32767, found 32768: LiteRT refuses the model",
+        "refuses allocate"),
+    "per-tensor quantization along a dimension the tensor lacks": (
+        lambda: mutated(change_tensor=("sum", lambda t: dc.replace(
+            t, quantization=dc.replace(t.quantization, quantized_dimension=4)))),
+        "TENSOR 'sum' quantization: quantized_dimension 4 is outside [0, 4): LiteRT refuses to load the model",
+        "refuses load"),
+    "a constant whose buffer is too short": (
+        lambda: mutated(change_tensor=("shape", lambda t: dc.replace(t, shape=(2, 3)))),
+        "TENSOR 'shape' buffer: buffer 4 holds 8 bytes, shape [2, 3] of INT32 needs 24: LiteRT refuses to load the "
+        "model", "refuses load"),
 }
 
 
@@ -310,3 +324,13 @@ def test_check_raises_the_import_error_when_litert_has_nothing_to_say(tmp_path):
     path.write_bytes(mutated(change_tensor=("filter", lambda t: dc.replace(t, type=TensorType.STRING))))
     with pytest.raises(UnsupportedOpError, match="tensor 'filter' has type STRING"):
         check_tflite(str(path))
+
+
+@pytest.mark.parametrize("tensor, op, index", [("begin", "STRIDED_SLICE -> 'sliced'", 1),
+                                               ("perm", "TRANSPOSE -> 'nchw'", 1)])
+def test_an_index_vector_that_is_not_1d_is_refused_as_litert_does(tensor, op, index):
+    n = {"begin": 2, "perm": 4}[tensor]
+    data = mutated(change_tensor=(tensor, lambda t: dc.replace(t, shape=(n, 1))))
+    with pytest.raises(ModelFormatError, match=rf"\({op}\): input {index} \('{tensor}', the {tensor}\) must be 1-D, "
+                                               rf"found shape \[{n}, 1\]"):
+        import_tflite(data)

@@ -318,6 +318,13 @@ class OpContext:
     def const_ints(self, i: int, what: str = "") -> tuple[int, ...]:
         return tuple(int(v) for v in self.const(i, what).reshape(-1))
 
+    def const_vector(self, i: int, what: str) -> tuple[int, ...]:
+        """``const_ints`` of an input LiteRT's Prepare requires to be 1-D (begin, size, perm...)."""
+        if self.rank(i) != 1:
+            raise ModelFormatError(f"input {i} ('{self.imp.names[self.idx(i)]}', the {what}) must be 1-D, found "
+                                   f"shape {list(self.tensor(i).shape)}")
+        return self.const_ints(i, what)
+
     def native(self, i: int) -> L.Perm | None:
         """The layout of the value the producer of input ``i`` made (None for a constant)."""
         return self.imp.native.get(self.idx(i))

@@ -49,7 +49,7 @@ def transpose(ctx: OpContext) -> None:
     of PyTorch models write) costs nothing. A TRANSPOSE that also changes the quantization
     (a spec violation, kept for ``quantir check``) stays an ``nn.transpose``."""
     r = ctx.rank(0)
-    perm = ctx.const_ints(1, "perm")
+    perm = ctx.const_vector(1, "perm")
     if sorted(p % r if -r <= p < r else -1 for p in perm) != list(range(r)):
         raise ModelFormatError(f"perm {list(perm)} is not a permutation of {r} axes")
     native = ctx.native_or_identity(0)
@@ -95,7 +95,7 @@ def _emit_slice(ctx: OpContext, starts, ends, steps) -> None:
 def strided_slice(ctx: OpContext) -> None:
     """Positive strides, begin/end masks; the ellipsis, new-axis and shrink-axis masks are refused."""
     r = ctx.rank(0)
-    begin, end, strides = (ctx.const_ints(i, what) for i, what in ((1, "begin"), (2, "end"), (3, "strides")))
+    begin, end, strides = (ctx.const_vector(i, what) for i, what in ((1, "begin"), (2, "end"), (3, "strides")))
     if not len(begin) == len(end) == len(strides) == r:
         raise ModelFormatError(f"begin {list(begin)}, end {list(end)} and strides {list(strides)} must have "
                                f"{r} values")
@@ -112,7 +112,7 @@ def strided_slice(ctx: OpContext) -> None:
 def slice_(ctx: OpContext) -> None:
     """SLICE(begin, size): size -1 runs to the end."""
     r = ctx.rank(0)
-    begin, size = ctx.const_ints(1, "begin"), ctx.const_ints(2, "size")
+    begin, size = ctx.const_vector(1, "begin"), ctx.const_vector(2, "size")
     if not len(begin) == len(size) == r or any(b < 0 for b in begin) or any(s < -1 for s in size):
         raise ModelFormatError(f"begin {list(begin)} and size {list(size)} must be {r} values, begin >= 0, "
                                "size >= -1")
