@@ -52,7 +52,7 @@ bench: venv data models
 	$(PY) bench/fuzz_types.py --n 100000
 	$(PY) bench/fuzz_text.py --n 100000
 	$(PY) bench/fuzz_models.py --format all --n 20000
-	$(PY) bench/scaling.py
+	$(PY) bench/scaling.py && $(PY) bench/scaling.py --engine ort --out bench/results/scaling_ort.json
 	$(PY) bench/scaling_canonicalize.py
 	$(PY) bench/calibration_methods.py
 	$(PY) bench/qkernels.py

@@ -10,10 +10,11 @@ fused RELU6, CONV_2D, ADD), every Conv has its own weights.
 
 For each size, in a fresh child process each time (after a warm-up on a 200-op chain, so lazy
 imports and first calls are not counted), four stages are timed: ``import`` (``qr.load`` of the
-.onnx file), ``quantize`` (``qr.quantize`` with 2 calibration samples, on the numpy interpreter:
-the faster engine on such tiny tensors, and ONNX Runtime's graph optimizations, which run
-when its session is built, grow faster than linearly with the node count; ``--engine ort``
-measures them), ``tflite`` (``Result.save`` to .tflite) and ``onnx_qdq`` (``Result.save`` to a QDQ
+.onnx file), ``quantize`` (``qr.quantize`` with 2 calibration samples, by default on the numpy
+interpreter, the faster engine on such tiny tensors; ``--engine ort`` calibrates with ONNX
+Runtime, the default engine of ``Config``, and so also times building its session, which
+``quantir.runtime.ort`` keeps near linear by leaving out ORT's quadratic NchwcTransformer above
+``NCHWC_MAX_NODES`` nodes; ``make bench`` runs both), ``tflite`` (``Result.save`` to .tflite) and ``onnx_qdq`` (``Result.save`` to a QDQ
 .onnx). Both clocks are kept: wall time and the process's CPU time (all threads), which other
 jobs on a shared machine disturb less. A stage's time is the minimum over ``--repeats``
 children (the least disturbed run; the median is recorded too). A linear stage has
