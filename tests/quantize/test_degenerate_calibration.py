@@ -261,7 +261,18 @@ def test_a_zero_calibrated_range_is_named(tiny):
     assert len(emitted) == 1 and emitted[0].startswith(
         "1 activation tensor got a zero range from a calibration callback although the values vary: 'r1' (output of "
         "'relu1') from 0 to "), emitted
-    assert emitted[0].endswith("Everything there quantizes to zero: use --method minmax, or check the callback")
+    assert emitted[0].endswith("Everything there quantizes to zero: check the callback")
+
+
+def test_a_narrow_range_away_from_zero_is_not_collapsed(tiny):
+    """int8 ranges include zero: [4.92922e-4, 4.92956e-4] quantizes over [0, 4.93e-4], 255 steps, so
+    it is no zero range (DenseNet's constant-weight light model has such tensors; they warned)."""
+    from quantir.quantize.methods import Range
+
+    def narrow(info):
+        return Range(4.92922e-4, 4.92956e-4) if info.region.output.name_hint == "r1" else info.output_range()
+    _, emitted = quantize_warned(tiny, normal(), qr.Config(progress=False, callback=narrow))
+    assert emitted == []
 
 
 def test_summary_tells_minus_infinity_from_infinity(tiny):

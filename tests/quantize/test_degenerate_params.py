@@ -7,7 +7,6 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
@@ -17,19 +16,9 @@ from quantir.quantize.methods import Range
 from quantir.quantize.solver import ActParams, WeightParams
 from quantir.quantize.spec import Violation
 
-from .tiny_models import cnn
+from .tiny_models import cnn, save_model
 
 CFG = qr.Config(progress=False)
-
-
-def _save(path, nodes, arrays, in_shape, out_shape):
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["N", *in_shape])],
-                     [h.make_tensor_value_info("y", TP.FLOAT, ["N", *out_shape])],
-                     [nh.from_array(np.asarray(a), n) for n, a in arrays.items()])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, str(path))
-    return path
 
 
 def _params_of(r, name):
@@ -49,7 +38,8 @@ def _huge_weight_conv(path):
     w[2] = rng.integers(-1_000_000_000, 1_000_000_000, size=(2, 3, 3)).astype(np.float32)
     nodes = [h.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1], name="conv/huge"),
              h.make_node("Clip", ["c", "lo", "hi"], ["y"], name="relu6")]
-    return _save(path, nodes, {"W": w, "lo": np.float32(0), "hi": np.float32(6)}, [2, 6, 6], [4, 6, 6])
+    return save_model(path, nodes, {"W": w, "lo": np.float32(0), "hi": np.float32(6)}, [2, 6, 6], [4, 6, 6],
+                      output="y")
 
 
 def test_conv_whose_requantization_overflows_int32_is_refused_naming_the_layer(tmp_path):
@@ -89,8 +79,8 @@ def test_ordinary_conv_with_a_multiplier_above_one_is_kept(tmp_path):
 
 def test_mean_of_a_huge_input_range_gets_the_finest_output_scale_the_kernel_accepts(tmp_path):
     """+-1e7 in two positions of channel 0 cancel in its mean: input scale ~8e4, mean range ~1."""
-    model = _save(tmp_path / "gap.onnx", [h.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")], {},
-                  [2, 8, 8], [2, 1, 1])
+    model = save_model(tmp_path / "gap.onnx", [h.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")], {},
+                       [2, 8, 8], [2, 1, 1], output="y")
     x = np.random.default_rng(0).normal(size=(8, 2, 8, 8)).astype(np.float32)
     x[:, 0, 0, 0], x[:, 0, 0, 1] = 1e7, -1e7
     with warnings.catch_warnings():

@@ -32,13 +32,13 @@ def cnn(path, seed: int = 0, zero_channel: bool = False) -> np.random.Generator:
         h.make_node("Gemm", ["f", "WF", "BF"], ["logits"], transB=1, name="fc"),
         h.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax"),
     ]
-    _save(path, nodes, arrays, [1, 8, 8], [10])
+    save_model(path, nodes, arrays, [1, 8, 8], [10])
     return rng
 
 
 def unquantizable(path) -> None:
     nodes = [h.make_node("Erf", ["x"], ["e"], name="erf"), h.make_node("Exp", ["e"], ["probs"], name="exp")]
-    _save(path, nodes, {}, [1, 8, 8], [1, 8, 8])
+    save_model(path, nodes, {}, [1, 8, 8], [1, 8, 8])
 
 
 def constant_branch(path) -> None:
@@ -48,7 +48,7 @@ def constant_branch(path) -> None:
              h.make_node("Conv", ["z", "W"], ["c"], name="conv_on_zero"),
              h.make_node("Conv", ["x", "W"], ["d"], name="conv"),
              h.make_node("Add", ["c", "d"], ["probs"], name="add")]
-    _save(path, nodes, arrays, [1, 8, 8], [4, 8, 8])
+    save_model(path, nodes, arrays, [1, 8, 8], [4, 8, 8])
 
 
 def sum_residuals(path, seed: int = 0, logit_gain: float = 1.0) -> np.random.Generator:
@@ -71,14 +71,16 @@ def sum_residuals(path, seed: int = 0, logit_gain: float = 1.0) -> np.random.Gen
              h.make_node("Flatten", ["g"], ["f"], name="flat"),
              h.make_node("Gemm", ["f", "WF", "BF"], ["logits"], transB=1, name="fc"),
              h.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax")]
-    _save(path, nodes, arrays, [1, 8, 8], [5])
+    save_model(path, nodes, arrays, [1, 8, 8], [5])
     return rng
 
 
-def _save(path, nodes, arrays, in_shape, out_shape) -> None:
+def save_model(path, nodes, arrays, in_shape, out_shape, output: str = "probs"):
+    """``x`` [N, *in_shape] -> ``output`` [N, *out_shape], saved at ``path`` (returned)."""
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["N", *in_shape])],
-                     [h.make_tensor_value_info("probs", TP.FLOAT, ["N", *out_shape])],
+                     [h.make_tensor_value_info(output, TP.FLOAT, ["N", *out_shape])],
                      [nh.from_array(np.asarray(a), n) for n, a in arrays.items()])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, str(path))
+    return path

@@ -147,7 +147,8 @@ def activation_warnings(fn: Function, statistics: Statistics, params: Mapping = 
             constant.append(f"{where} = {lo:.6g}")
         elif max(abs(lo), abs(hi)) <= NEAR_ZERO_TOLERANCE:
             vanishing.append(f"{where} within ±{max(abs(lo), abs(hi)):.3g}")
-        elif isinstance(p := params.get(v), ActParams) and not p.fixed and p.rmax - p.rmin <= NEAR_ZERO_TOLERANCE:
+        elif (isinstance(p := params.get(v), ActParams) and not p.fixed
+              and max(p.rmax, 0.0) - min(p.rmin, 0.0) <= NEAR_ZERO_TOLERANCE):   # int8 ranges include zero
             collapsed.append(f"{where} from {lo:.6g} to {hi:.6g}")
     out = []
     if constant:
@@ -165,8 +166,8 @@ def activation_warnings(fn: Function, statistics: Statistics, params: Mapping = 
         how = "a calibration callback" if config is not None and config.callback else \
             f"method '{config.method if config is not None else '?'}'"
         out.append(f"{len(collapsed)} activation tensor{'s' if len(collapsed) > 1 else ''} got a zero range from {how} "
-                   f"although the values vary: {_listed(collapsed)}. Everything there quantizes to zero: use "
-                   "--method minmax, or check the callback")
+                   f"although the values vary: {_listed(collapsed)}. Everything there quantizes to zero: "
+                   + ("check the callback" if config is not None and config.callback else "use --method minmax"))
     return out
 
 

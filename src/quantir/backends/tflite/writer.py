@@ -261,9 +261,11 @@ def _check_model(model: Model) -> None:
                                   f"found {type(op.options).__name__}")
 
 
-def write_model(model: Model) -> bytes:
-    """The ``.tflite`` bytes of ``model`` (validated first; raises VerifyError when inconsistent)."""
-    _check_model(model)
+def write_model(model: Model, *, check: bool = True) -> bytes:
+    """The ``.tflite`` bytes of ``model`` (validated first; raises VerifyError when inconsistent).
+    ``check=False`` writes an inconsistent model as it is: for tests and fuzzers of readers."""
+    if check:
+        _check_model(model)
     size = sum(len(d) + BUFFER_ALIGNMENT for d in model.buffers) + 4096
     b = flatbuffers.Builder(size)
     buffers = _offset_vector(b, [_write_buffer(b, d) for d in model.buffers])
