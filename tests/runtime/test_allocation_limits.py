@@ -92,7 +92,11 @@ def test_check_allocation_is_exact_for_huge_dims():
     with pytest.raises(ResourceError, match=r"^t would need shape \[2147483648, 2147483648, 2147483648\] of "
                                             r"float32 = 3\.96e\+28 bytes, over the limit of 4 GiB per tensor"):
         check_allocation("t", (2**31, 2**31, 2**31), np.float32, limit=DEFAULT_MAX_TENSOR_BYTES)
-    check_allocation("t", (2**31, 2**31, 0), np.float32, limit=1)      # empty: nothing to allocate
+    check_allocation("t", (2**20, 2**20, 0), np.float32, limit=1)      # empty: nothing to allocate
+    # ... unless numpy cannot index the other dims ('array is too big' even for an empty array)
+    with pytest.raises(ResourceError, match=r"^t would need shape \[2147483648, 2147483648, 0\] of float32: empty, "
+                                            r"but its other dims exceed what an array can index"):
+        check_allocation("t", (2**31, 2**31, 0), np.float32, limit=1)
     assert format_bytes(3 * 2**30) == "3 GiB" and format_bytes(100) == "100 bytes"
 
 

@@ -23,6 +23,7 @@ from ...ir import lookup
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
 from ...ir.opdef import OpDef
+from ...passes.fold_constants import constant_value
 from .dtypes import element_type
 
 
@@ -176,6 +177,18 @@ def _require_integer(v, op_type: str, what: str) -> None:
         raise VerifyError(f"the {what} of {op_type} must be an integer tensor, got {v.type}")
 
 
+def _require_positive_scale(scale, op_type: str) -> None:
+    """A constant scale of 0, a negative one or NaN makes every value inf or NaN: refuse it at import
+    (a scale computed at run time is checked by the kernel)."""
+    array = constant_value(scale) if scale is not None else None
+    if array is None or array.dtype.kind != "f" or not array.size:
+        return
+    bad = ~(np.isfinite(array) & (array > 0))
+    if bad.any():
+        raise VerifyError(f"the scale (input 1) of {op_type} must be finite and positive, found "
+                          f"{array[bad].ravel()[0]}; the model's quantization parameters are corrupt")
+
+
 def _quantize_linear(ctx):
     attrs = ctx.attributes()
     out_code = attrs.pop("output_dtype", 0)
@@ -187,6 +200,7 @@ def _quantize_linear(ctx):
     elif out_code and element_type(out_code, "QuantizeLinear output_dtype") != zp.type.element_type:
         raise UnsupportedOpError("QuantizeLinear output_dtype differs from the zero point's type")
     _require_integer(zp, "QuantizeLinear", "zero point (input 2)")
+    _require_positive_scale(scale, "QuantizeLinear")
     return ctx.emit(nn.QUANTIZE_LINEAR, [ctx.input(0), scale, zp], **attrs)
 
 
@@ -195,6 +209,7 @@ def _dequantize_linear(ctx):
     out_code = attrs.pop("output_dtype", 0)
     x, scale = ctx.input(0), ctx.input(1)
     _require_integer(x, "DequantizeLinear", "input 0")
+    _require_positive_scale(scale, "DequantizeLinear")
     if out_code and element_type(out_code, "DequantizeLinear output_dtype") != scale.type.element_type:
         raise UnsupportedOpError("DequantizeLinear with an output_dtype other than the scale's type is not supported")
     if ctx.input(2) is not None:

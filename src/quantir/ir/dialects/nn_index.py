@@ -36,6 +36,9 @@ def _concat(types, attrs):
     return [tensor(tuple(out), et)]
 
 
+MAX_SPLIT_OUTPUTS = 1 << 16
+
+
 def split_sizes(dim: int, attrs) -> list[int]:
     """Chunk sizes along the split axis: explicit ``split``, or ``num_outputs`` chunks of
     ``ceil(dim / num_outputs)`` with a smaller last one (ONNX Split-18)."""
@@ -45,11 +48,11 @@ def split_sizes(dim: int, attrs) -> list[int]:
             raise ShapeError(f"split sizes {tuple(sizes)} do not add up to the dim {dim}")
         return list(sizes)
     n = attrs["num_outputs"]
+    # checked before the list is built: n comes from the file and may be 2**31
+    if n < 1 or -(-dim // n) * (n - 1) >= dim:
+        raise ShapeError(f"cannot split a dim of {dim} into {n} outputs (each chunk must be non-empty)")
     chunk = -(-dim // n)
-    sizes = [min(chunk, dim - i * chunk) for i in range(n)]
-    if any(s <= 0 for s in sizes):
-        raise ShapeError(f"cannot split a dim of {dim} into {n} outputs")
-    return sizes
+    return [min(chunk, dim - i * chunk) for i in range(n)]
 
 
 def _split(types, attrs):
@@ -57,6 +60,9 @@ def _split(types, attrs):
     n = len(attrs["split"]) if attrs.get("split") else attrs.get("num_outputs")
     if not n:
         raise ShapeError("split needs 'split' sizes or 'num_outputs'")
+    if n < 1 or n > MAX_SPLIT_OUTPUTS:
+        # a type per output: refuse a file-chosen count before building the list
+        raise ShapeError(f"split into {n} outputs: expected 1 to {MAX_SPLIT_OUTPUTS} outputs")
     if s is None:
         return [types[0]] * n
     axis = normalize_axis(attrs["axis"], len(s))

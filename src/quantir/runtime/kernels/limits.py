@@ -69,6 +69,12 @@ def check_allocation(what: str, shape: Iterable[int], dtype, limit: int | None =
         raise ResourceError(f"{what} would need shape [{', '.join(map(str, shape))}] of {np.dtype(dtype)} = "
                             f"{format_bytes(size)}, over the limit of {format_bytes(limit)} per tensor; "
                             f"the model's sizes are likely corrupt (or raise max_tensor_bytes)")
+    # numpy refuses a shape whose non-zero dims overflow its index type even when another dim is
+    # 0 ('array is too big'): an empty tensor of such a shape cannot exist either
+    if math.prod(d for d in shape if d != 0) * np.dtype(dtype).itemsize > np.iinfo(np.intp).max:
+        raise ResourceError(f"{what} would need shape [{', '.join(map(str, shape))}] of {np.dtype(dtype)}: "
+                            f"empty, but its other dims exceed what an array can index "
+                            f"({format_bytes(np.iinfo(np.intp).max)}); the model's sizes are likely corrupt")
 
 
 def result_what(op, index: int = 0) -> str:

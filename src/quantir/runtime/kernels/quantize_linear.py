@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import VerifyError
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
 from ...ir.dialects.nn_quant import quantization_layout
@@ -22,7 +23,18 @@ def granularity(op, x, scale, zp):
     return kw, scale, zp
 
 
+def check_scale(op, scale) -> None:
+    """A scale computed at run time (a constant one is refused at import) must be finite and positive."""
+    s = np.asarray(scale)
+    bad = ~(np.isfinite(s) & (s > 0))
+    if bad.any():
+        label = f" (node '{op.label}')" if op.label else ""
+        raise VerifyError(f"'{op.name}'{label}: the scale must be finite and positive, found {s[bad].ravel()[0]}; "
+                          f"the model's quantization parameters are corrupt")
+
+
 def quantize_linear(op, x, scale, zp):
+    check_scale(op, scale)
     kw, scale, zp = granularity(op, x, scale, zp)
     dtype = element_dtype(op.results[0].type)
     info = np.iinfo(dtype)

@@ -68,7 +68,7 @@ def conv_core(x: np.ndarray, w: np.ndarray, win: Window, group: int, dtype=np.fl
     xp = padded_for(x, win)
     if group == 1 and all(k == 1 for k in win.kernel):
         xs = xp[(slice(None), slice(None), *(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, win.strides)))]
-        y = np.matmul(w.reshape(m, c), xs.reshape(n, c, -1))
+        y = np.matmul(w.reshape(m, c), xs.reshape(n, c, math.prod(out)))   # explicit: -1 is ambiguous when n is 0
         return y.reshape(n, m, *out)
     if group == c and w.shape[1] == 1:
         mult = m // c
