@@ -135,3 +135,32 @@ def test_reflect_or_edge_pad_of_an_empty_axis_is_a_shape_error_as_in_onnx_runtim
     batch = make_onnx_model([node], [("x", np.float32, [None, 2, 3])], [("y", np.float32, None)],
                             {"pads": np.array([0, 0, 1, 0, 0, 1], np.int64)})
     assert run(load_onnx(batch), {"x": np.zeros((0, 2, 3), np.float32)})["y"].shape == (0, 2, 5)
+
+
+def test_gather_with_an_index_out_of_range_is_a_shape_error_as_in_onnx_runtime(make_onnx_model):
+    node = helper.make_node("Gather", ["x", "i"], ["y"], name="g", axis=0)
+    model = make_onnx_model([node], [("x", np.float32, [None, 3]), ("i", np.int64, [2])], [("y", np.float32, None)])
+    fn = load_onnx(model).main
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert run(fn, {"x": x, "i": np.array([-2, 1])})["y"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    for bad, shown in (([0, 2], "2"), ([-3, 0], "-3")):
+        with pytest.raises(ShapeError, match=rf"^gather: index {shown} is out of range for axis 0 of size 2 "
+                                             r"\(valid: -2 to 1\)$"):
+            run(fn, {"x": x, "i": np.array(bad)})
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        with pytest.raises(Exception, match="out of data bounds"):
+            session.run(None, {"x": x, "i": np.array(bad)})
+
+
+def test_an_attribute_the_opset_does_not_define_is_refused_at_import(make_onnx_model):
+    """Found by fuzz_models: Cast-13 with an INTS ``saturate`` (an attribute of Cast-19) reached
+    the attribute conversion as a tuple (TypeError). ONNX Runtime refuses the model too."""
+    from quantir.errors import UnsupportedOpError
+
+    node = helper.make_node("Cast", ["x"], ["y"], name="c", to=onnx.TensorProto.FLOAT, saturate=[1, 2])
+    model = make_onnx_model([node], [("x", np.float64, [2])], [("y", np.float32, [2])], opset=13)
+    with pytest.raises(UnsupportedOpError, match=r"'c' \(Cast\): attribute 'saturate' of Cast is not supported: "
+                                                 r"Cast \(opset 13\) has no such attribute \(it has to\)$"):
+        load_onnx(model)
+    with pytest.raises(Exception, match="saturate"):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -193,6 +193,11 @@ def _check_against_schema(node: onnx.NodeProto, schema: OpSchema, where: str) ->
         wanted = _arity(schema.min_output, schema.max_output)
         raise ModelFormatError(f"{where}: {version} has {_count(wanted, 'output')}, the node names {n_out}")
     given = {a.name: a for a in node.attribute}
+    unknown = sorted(set(given) - set(schema.attributes))
+    if unknown:   # ONNX's checker and ONNX Runtime refuse these too ("Unrecognized attribute")
+        raise UnsupportedOpError(f"{where}: attribute {quote_name(unknown[0])} of {node.op_type} is not supported: "
+                                 f"{version} has no such attribute (it has "
+                                 f"{', '.join(sorted(schema.attributes)) or 'none'})")
     for name, spec in schema.attributes.items():
         a = given.get(name)
         if a is None:
