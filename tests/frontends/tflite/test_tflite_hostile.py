@@ -329,3 +329,33 @@ def test_an_index_vector_that_is_not_1d_is_refused_as_litert_does(tensor, op, in
     with pytest.raises(ModelFormatError, match=rf"\({op}\): input {index} \('{tensor}', the {tensor}\) must be 1-D, "
                                                rf"found shape \[{n}, 1\]"):
         import_tflite(data)
+
+
+def test_a_conv_whose_input_is_quantized_per_axis_is_refused_naming_the_operator():
+    """Found by fuzz_models: 3 input scales against 2 weight scales broadcast in numpy (ValueError)."""
+    g = Graph()
+    x = g.act("x", (1, 4, 4, 3), np.array([0.05, 0.1, 0.2], np.float32), axis=3)
+    g.inputs.append(x)
+    w_scales = np.array([0.01, 0.02], np.float32)
+    w = g.const("filter", np.ones((2, 3, 3, 3), np.int8), w_scales)
+    b = g.const("bias", np.zeros(2, np.int32), np.float32(0.05) * w_scales)
+    c = g.act("conv", (1, 4, 4, 2), 0.1)
+    g.op(OP.CONV_2D, [x, w, b], [c], Conv2DOptions(padding=Padding.SAME))
+    with pytest.raises(QuantirError, match=r"CONV_2D -> 'conv'\): a conv/fully-connected input must be quantized "
+                                           r"per tensor, got 3 scales"):
+        import_tflite(g.finish([c]))
+
+
+def test_parameters_no_table_can_hold_are_a_typed_error_naming_the_op():
+    """Found by fuzz_models: TANH from scale 1 to an output scale of 1e-30 makes LUT entries of
+    1e30 steps (LiteRT casts them to int32: undefined); run says which op, not numerics' ValueError."""
+    from quantir.runtime.qkernels import QKernelError
+
+    g = Graph()
+    x = g.input("x", (1, 4), 1.0)
+    y = g.act("y", (1, 4), 1e-30)
+    g.op(OP.TANH, [x], [y])
+    imp = import_tflite(g.finish([y]))
+    with pytest.raises(QKernelError, match=r"\(qnn.tanh\): its quantization parameters cannot be prepared: "
+                                           r"round_half_away: \|x\| must be below 2\*\*63"):
+        run(imp.module, {input_names(imp.module.main)[0]: np.zeros((1, 4), np.int8)})

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ...errors import QuantirError
+from ...errors import QuantirError, VerifyError
 from ...numerics import (conv_multiplier, fully_connected_per_tensor_multiplier, quantize_multipliers,
                          requantize_multiplier)
 from ...types import (FloatType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
@@ -110,14 +110,25 @@ def _check_multipliers(op: Operation, real: np.ndarray) -> str | None:
     return None
 
 
+def _per_tensor_io(x: Type, y: Type) -> None:
+    """Convolutions and FC scale per output channel through the weight only: one input and one
+    output scale (LiteRT's int8 spec); a per-axis activation from a file has no multiplier."""
+    for what, t in (("input", x), ("output", y)):
+        if np.ndim(scales_of(t)) != 0:
+            raise VerifyError(f"a conv/fully-connected {what} must be quantized per tensor, got "
+                              f"{np.size(scales_of(t))} scales")
+
+
 def conv_real_multipliers(x: Type, w: Type, y: Type) -> np.ndarray:
     """double(s_in)·double(s_w[c]) / double(s_out), as LiteRT's conv Prepare."""
+    _per_tensor_io(x, y)
     return np.atleast_1d(conv_multiplier(np.float32(scales_of(x)), np.float32(scales_of(w)),
                                          np.float32(scales_of(y))))
 
 
 def fc_real_multipliers(x: Type, w: Type, y: Type) -> np.ndarray:
     """Per-channel FC uses the conv formula; per-tensor forms the product in float32."""
+    _per_tensor_io(x, y)
     if np.ndim(scales_of(w)) == 1:
         return conv_real_multipliers(x, w, y)
     return np.atleast_1d(fully_connected_per_tensor_multiplier(

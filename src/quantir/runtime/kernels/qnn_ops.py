@@ -25,9 +25,15 @@ _prepared: "weakref.WeakKeyDictionary[Operation, Any]" = weakref.WeakKeyDictiona
 
 
 def _prepare(op: Operation, build: Callable[[], Any]) -> Any:
-    """LiteRT's Prepare runs once per op; Eval reuses its integers."""
+    """LiteRT's Prepare runs once per op; Eval reuses its integers. numerics refuses arguments it
+    cannot represent with a ValueError (an infinite multiplier, a table entry past int64: scales
+    from a corrupt file); here that is the op's parameters, so it becomes a QKernelError naming it."""
     if op not in _prepared:
-        _prepared[op] = build()
+        try:
+            _prepared[op] = build()
+        except ValueError as e:
+            raise qk.QKernelError(f"{quote_name(op.label or op.name)} ({op.name}): its quantization parameters "
+                                  f"cannot be prepared: {e}") from None
     return _prepared[op]
 
 
