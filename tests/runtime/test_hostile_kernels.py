@@ -164,3 +164,22 @@ def test_an_attribute_the_opset_does_not_define_is_refused_at_import(make_onnx_m
         load_onnx(model)
     with pytest.raises(Exception, match="saturate"):
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_operands_that_do_not_broadcast_at_run_time_are_a_shape_error(make_onnx_model):
+    """Found by fuzz_models: dims known only at run time reached numpy's broadcasting ValueError."""
+    model = make_onnx_model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+                            [("a", np.float32, [1, None]), ("b", np.float32, [1, None])], [("y", np.float32, None)])
+    fn = load_onnx(model).main
+    ones = np.ones((1, 3), np.float32)
+    assert run(fn, {"a": ones, "b": np.ones((1, 1), np.float32)})["y"].tolist() == [[2, 2, 2]]
+    with pytest.raises(ShapeError, match=r"^nn.add: operand shapes \[1, 120\], \[1, 24\] do not broadcast$"):
+        run(fn, {"a": np.ones((1, 120), np.float32), "b": np.ones((1, 24), np.float32)})
+
+
+def test_a_pool_kernel_below_one_is_refused_at_import(make_onnx_model):
+    """Found by fuzz_models: kernel_shape (2, -1) reached numpy's sliding window (ValueError)."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, -1])
+    model = make_onnx_model([node], [("x", np.float32, [1, 1, 4, 4])], [("y", np.float32, None)])
+    with pytest.raises(ShapeError, match=r"'pool' \(MaxPool -> 'y'\): kernel_shape \(2, -1\) must be >= 1$"):
+        load_onnx(model)

@@ -53,6 +53,8 @@ def window_geometry(spatial: Sequence[Dim], kernel: Sequence[int], attrs, *, cei
             raise ShapeError(f"{what} {v} must have {length} values for {n} spatial dims")
     if any(s < 1 for s in strides) or any(d < 1 for d in dilations) or any(p < 0 for p in pads):
         raise ShapeError(f"strides {strides} and dilations {dilations} must be >= 1 and pads {pads} >= 0")
+    if any(k is not None and k < 1 for k in kernel):
+        raise ShapeError(f"kernel_shape {tuple(kernel)} must be >= 1")
     begin: list[Dim] = []
     end: list[Dim] = []
     out: list[Dim] = []

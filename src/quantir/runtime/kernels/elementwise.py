@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
 from .special import erf
@@ -124,12 +125,25 @@ def _unary_attrs(fn):
     return lambda op, x: np.asarray(fn(x, op))
 
 
+def _broadcast(op, *xs) -> None:
+    """Shapes known only at run time (dynamic dims) are checked here: numpy's error is untyped."""
+    try:
+        np.broadcast_shapes(*(x.shape for x in xs))
+    except ValueError:
+        raise ShapeError(f"{op.name}: operand shapes {', '.join(str(list(x.shape)) for x in xs)} do not "
+                         f"broadcast") from None
+
+
 def _binary(fn):
-    return lambda op, a, b: np.asarray(fn(a, b, op))
+    def kernel(op, a, b):
+        _broadcast(op, a, b)
+        return np.asarray(fn(a, b, op))
+    return kernel
 
 
 def _variadic(name, fn):
     def kernel(op, *xs):
+        _broadcast(op, *xs)
         out = functools.reduce(fn, xs)
         if name == "mean":
             out = out / len(xs)
