@@ -24,17 +24,20 @@ from .limits import check_allocation
 _prepared: "weakref.WeakKeyDictionary[Operation, Any]" = weakref.WeakKeyDictionary()
 
 
-def _prepare(op: Operation, build: Callable[[], Any]) -> Any:
-    """LiteRT's Prepare runs once per op; Eval reuses its integers. numerics refuses arguments it
+def _prepare(op: Operation, build: Callable[[], Any], key: Any = ()) -> Any:
+    """LiteRT's Prepare runs once per op and input shape (it runs again on a resize); Eval reuses
+    its integers. ``key`` is whatever of the inputs' shapes the parameters depend on (MEAN's
+    element count): one module may run at 8x8 and then at 2x2. numerics refuses arguments it
     cannot represent with a ValueError (an infinite multiplier, a table entry past int64: scales
     from a corrupt file); here that is the op's parameters, so it becomes a QKernelError naming it."""
-    if op not in _prepared:
+    per_key = _prepared.setdefault(op, {})
+    if key not in per_key:
         try:
-            _prepared[op] = build()
+            per_key[key] = build()
         except ValueError as e:
             raise qk.QKernelError(f"{quote_name(op.label or op.name)} ({op.name}): its quantization parameters "
                                   f"cannot be prepared: {e}") from None
-    return _prepared[op]
+    return per_key[key]
 
 
 def _q(t) -> QuantizedType:
@@ -75,7 +78,8 @@ def _weight_scales(v) -> np.ndarray:
 def conv(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     channels = w.shape[0]
-    p = _prepare(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op), channels=channels))
+    p = _prepare(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op), channels=channels),
+                 key=channels)
     group = op.attr("group") or 1
     common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_padded_pads(op, x),
                   dilations=tuple(op.attr("dilations") or (1, 1)), **p.as_kwargs())
@@ -89,7 +93,7 @@ def fully_connected(op: Operation, x, w, b=None):
     per_axis = isinstance(_q(wv.type), UniformQuantizedPerAxisType)
     p = _prepare(op, lambda: qk.prepare_fully_connected(
         _s(xv), _weight_scales(wv) if per_axis else _weight_scales(wv)[0], _s(y), _z(y), _act(op),
-        channels=w.shape[0]))
+        channels=w.shape[0]), key=w.shape[0])
     lead = x.shape[:-1]
     # LiteRT's reference kernel (BUILTIN_REF) requantizes FC in double — per channel and, in
     # ai-edge-litert 2.x, per tensor too (measured: 11 of 300 random per-tensor models differ
@@ -125,7 +129,7 @@ def mean(op: Operation, x):
         raise qk.QKernelError(f"MEAN {quote_name(op.label or op.name)}: the axes {list(axes)} of its input of shape "
                               f"{list(x.shape)} hold no element, so the mean is undefined; give the model an input "
                               "with a non-empty reduced axis")
-    p = _prepare(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count))
+    p = _prepare(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count), key=count)
     return qk.mean(x, axes=axes, keepdims=bool(op.attr("keepdims")), **p.as_kwargs())
 
 
