@@ -139,6 +139,23 @@ def lazy_splat(value, shape, dtype) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype=dtype).reshape(()), tuple(shape))
 
 
+def uniform_value(array: np.ndarray) -> np.ndarray | None:
+    """The one value of ``array`` when all its elements have the same bits (so -0.0 is not 0.0
+    and NaNs compare by payload), else None. A lazy splat costs nothing; other arrays get three
+    probes before any scan (most weights differ there), and the scan goes in chunks, without a
+    full-size mask. The printer, CSE and the ONNX exporter all ask this."""
+    if array.size == 0:
+        return None
+    value = splat_value(array)
+    if value is not None:
+        return value
+    first = np.asarray(array.flat[0]).astype(array.dtype)
+    probes = np.asarray(array.flat[[array.size // 2, array.size - 1]]).astype(array.dtype)
+    if probes.tobytes() != first.tobytes() * 2:
+        return None
+    return first if arrays_equal(array, lazy_splat(first, array.shape, array.dtype)) else None
+
+
 def arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
     """Same shape, dtype and bits, compared without materializing splats (or a full-size mask):
     a splat equals an array whose every element has the splat's bits."""

@@ -162,6 +162,10 @@ class Operation:
         """A diagnostic in MLIR's form: ``'dialect.op' op MESSAGE``."""
         return VerifyError(f"'{self.name}' op {message}", self.loc)
 
+    def describe(self) -> str:
+        """``'nn.pad' (node 'Pad_3')``: the op as an error message names it."""
+        return f"'{self.name}'" + (f" (node '{self.label}')" if self.label else "")
+
     def __repr__(self) -> str:
         return f"<Operation {self.name} {self.label or ''}>"
 
@@ -193,14 +197,20 @@ class Block:
 
     def erase(self, op: Operation) -> None:
         """Remove an op whose results are unused."""
-        for r in op.results:
-            if r.uses:
-                raise ValueError(f"cannot erase '{op.name}': result #{r.index} still has uses")
-        op.drop_operands()
+        self.detach(op)
         if self.ops and self.ops[-1] is op:
             self.ops.pop()
         else:
             self.ops.remove(op)
+
+    def detach(self, op: Operation) -> None:
+        """``erase`` without removing ``op`` from ``self.ops``: its operands are dropped and
+        ``op.block`` is None. A pass that erases many ops detaches them and compacts the body once
+        (``ops[:] = [o for o in ops if o.block is self]``): ``list.remove`` per op is quadratic."""
+        for r in op.results:
+            if r.uses:
+                raise ValueError(f"cannot erase '{op.name}': result #{r.index} still has uses")
+        op.drop_operands()
         op.block = None
 
     def __iter__(self) -> Iterator[Operation]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, arrays_equal, lazy_splat, splat_value
+from ..ir.attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, uniform_value
 from ..ir.core import Block, Module, Operation
 from ..ir.opdef import Trait
 from . import PassResult
@@ -76,8 +76,7 @@ class Canonicalize:
             kept = uniqued.get(key)
             if kept is not None:
                 op.results[0].replace_all_uses_with(kept.results[0])
-                op.drop_operands()
-                op.block = None
+                block.detach(op)
                 _bump(stats, "cse:" + op.name)
                 changed = True
                 continue
@@ -109,12 +108,12 @@ def _fold_and_erase(block: Block, stats: dict[str, int]) -> bool:
             continue
         producers = [v.op for v in op.operands if getattr(v, "op", None) is not None]
         if _trivially_dead(op):
-            _detach(op)
+            block.detach(op)
             _bump(stats, "erase:" + op.name)
         elif op.opdef.fold is not None and (values := op.opdef.fold(op)) is not None:
             for r, v in zip(op.results, values):
                 r.replace_all_uses_with(v)
-            _detach(op)
+            block.detach(op)
             _bump(stats, "fold:" + op.name)
             producers += [v.op for v in values if getattr(v, "op", None) is not None]
         else:
@@ -127,15 +126,6 @@ def _fold_and_erase(block: Block, stats: dict[str, int]) -> bool:
     if changed:
         block.ops[:] = [op for op in block.ops if op.block is block]
     return changed
-
-
-def _detach(op: Operation) -> None:
-    """``Block.erase`` without the list removal (the caller compacts the body)."""
-    for r in op.results:
-        if r.uses:
-            raise ValueError(f"cannot erase '{op.name}': result #{r.index} still has uses")
-    op.drop_operands()
-    op.block = None
 
 
 def _trivially_dead(op: Operation) -> bool:
@@ -153,27 +143,13 @@ def _constant_key(value) -> object:
         return ("float", value.type, struct.pack("<d", value.value))
     if isinstance(value, DenseElementsAttr):
         array = value.array
-        splat = _any_splat(array)
+        splat = uniform_value(array)
         if splat is not None:
             return ("splat", value.type, array.dtype.str, splat.tobytes())
         return ("dense", value.type, array.dtype.str, _digest(array))
     if isinstance(value, DenseResourceAttr):
         return ("resource", value.key, value.type, id(value.array))
     return value
-
-
-def _any_splat(array: np.ndarray) -> np.ndarray | None:
-    """The one value of ``array`` when all its elements have the same bits, without a copy."""
-    if array.size == 0:
-        return None
-    value = splat_value(array)
-    if value is not None:
-        return value
-    first = np.asarray(array.flat[0]).astype(array.dtype)
-    probes = np.asarray(array.flat[[array.size // 2, array.size - 1]]).astype(array.dtype)
-    if probes.tobytes() != first.tobytes() * 2:
-        return None                  # most weights differ within three probes: no scan
-    return first if arrays_equal(array, lazy_splat(first, array.shape, array.dtype)) else None
 
 
 def _digest(array: np.ndarray) -> bytes:

@@ -219,13 +219,18 @@ def _fold_splats(op: Operation, kernel, args: list[np.ndarray]) -> list[np.ndarr
 def replace_with_constants(op: Operation, arrays: list[np.ndarray]) -> list[Operation]:
     """Insert one constant per result before ``op``, redirect the uses, erase ``op``."""
     block = op.block
-    made = []
-    for r, a in zip(op.results, arrays):
-        c = make_constant(a, like=r, label=op.label)
+    made = _constants_for(op, arrays)
+    for c in made:
         block.insert_before(op, c)
-        r.replace_all_uses_with(c.results[0])
-        made.append(c)
     block.erase(op)
+    return made
+
+
+def _constants_for(op: Operation, arrays: list[np.ndarray]) -> list[Operation]:
+    """One constant per result of ``op``, its uses redirected there; the caller places them."""
+    made = [make_constant(a, like=r, label=op.label) for r, a in zip(op.results, arrays)]
+    for r, c in zip(op.results, made):
+        r.replace_all_uses_with(c.results[0])
     return made
 
 
@@ -264,13 +269,10 @@ class FoldConstants:
                 if values is None or (limit is not None and any(v.size > limit for v in values)):
                     new_ops.append(op)
                     continue
-                for r, a in zip(op.results, values):
-                    c = make_constant(a, like=r, label=op.label)
+                for c in _constants_for(op, values):
                     c.block = body
-                    r.replace_all_uses_with(c.results[0])
                     new_ops.append(c)
-                op.drop_operands()
-                op.block = None
+                body.detach(op)
                 _bump(stats, "fold:" + op.name)
             body.ops[:] = new_ops
         return PassResult(bool(stats), stats)
@@ -301,8 +303,7 @@ class RemoveIdentities:
                     if src.name_hint is None:
                         src.name_hint = out.name_hint
                     out.replace_all_uses_with(src)
-                    op.drop_operands()   # erased; the body is compacted once below
-                    op.block = None
+                    fn.body.detach(op)   # erased; the body is compacted once below
                     _bump(stats, "erase:" + op.name)
             if fn.body is not None and stats:
                 fn.body.ops[:] = [op for op in fn.body.ops if op.block is fn.body]

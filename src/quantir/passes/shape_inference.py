@@ -57,8 +57,7 @@ class ShapeInference:
                 try:
                     types = op.opdef.infer([v.type for v in op.operands], values)
                 except (ShapeError, UnsupportedOpError) as e:
-                    label = f" (node '{op.label}')" if op.label else ""
-                    raise type(e)(f"'{op.name}'{label}: {e.message}") from None
+                    raise type(e)(f"{op.describe()}: {e.message}") from None
                 for r, t in zip(op.results, types):
                     if r.type != t:
                         r.type = t

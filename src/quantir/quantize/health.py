@@ -53,10 +53,14 @@ class InputObserver:
         self.first: np.ndarray | None = None
         self.identical = True          # every sample equals the first
         self.constant_each = True      # every sample holds one value
-        self.lo = np.inf               # smallest and largest per-sample value...
+        self.lo = np.inf               # smallest and largest value seen
         self.hi = -np.inf
-        self.amax = 0.0                # ...and magnitude seen
         self.is_float = True
+
+    @property
+    def amax(self) -> float:
+        """The largest magnitude seen (0 before any sample)."""
+        return max(abs(self.lo), abs(self.hi)) if self.num_samples else 0.0
 
     def update(self, batch: np.ndarray) -> None:
         a = np.asarray(batch)
@@ -75,7 +79,6 @@ class InputObserver:
         lo, hi = rows.min(axis=1), rows.max(axis=1)
         self.constant_each = self.constant_each and bool(np.array_equal(lo, hi))
         self.lo, self.hi = min(self.lo, float(lo.min())), max(self.hi, float(hi.max()))
-        self.amax = max(self.amax, abs(self.lo), abs(self.hi))
         self.num_samples += rows.shape[0]
 
     def problem(self) -> str | None:

@@ -142,14 +142,14 @@ class Interpreter:
             except ResourceError as e:   # scratch refused inside a kernel: say which op
                 if f"'{op.name}'" in e.message:
                     raise
-                raise ResourceError(f"'{op.name}'{_label(op)}: {e.message}") from None
+                raise ResourceError(f"{op.describe()}: {e.message}") from None
             except MemoryError as e:     # under the limit, but more than the machine has
-                raise ResourceError(f"'{op.name}'{_label(op)} ran out of memory ({e}); lower "
+                raise ResourceError(f"{op.describe()} ran out of memory ({e}); lower "
                                     f"max_tensor_bytes below what this machine can hold, or run it on "
                                     f"a larger one") from None
             results = out if isinstance(out, tuple) else (out,)
             if len(results) != len(op.results):
-                raise ShapeError(f"kernel of '{op.name}'{_label(op)} returned {len(results)} values for "
+                raise ShapeError(f"kernel of {op.describe()} returned {len(results)} values for "
                                  f"{len(op.results)} results (a quantir bug)")
             for r, a in zip(op.results, results):
                 env[r] = _check_result(op, r, np.asarray(a))
@@ -243,11 +243,11 @@ def _check_result(op: Operation, r: Value, a: np.ndarray) -> np.ndarray:
     if isinstance(t, TensorType):
         want = element_dtype(t)
         if a.dtype != want:
-            raise ShapeError(f"kernel of '{op.name}'{_label(op)} produced dtype {a.dtype} for a result of type "
+            raise ShapeError(f"kernel of {op.describe()} produced dtype {a.dtype} for a result of type "
                              f"{t} (a quantir bug)")
         if t.shape is not None and (a.ndim != len(t.shape) or any(
                 d is not None and d != n for d, n in zip(t.shape, a.shape))):
-            raise ShapeError(f"kernel of '{op.name}'{_label(op)} produced shape {a.shape} for a result of type "
+            raise ShapeError(f"kernel of {op.describe()} produced shape {a.shape} for a result of type "
                              f"{t} (a quantir bug)")
     return a
 
@@ -257,7 +257,7 @@ def _no_kernel_message(op: Operation) -> str:
         return (f"ONNX op '{op.attr('op_type')}'{_label(op)} was imported as an opaque 'nn.onnx_op' "
                 f"(keep_unsupported=True); the reference interpreter cannot run it — use the ONNX Runtime "
                 f"executor, or import without keep_unsupported to see why it is unsupported")
-    return f"the reference interpreter has no kernel for '{op.name}'{_label(op)}"
+    return f"the reference interpreter has no kernel for {op.describe()}"
 
 
 def _label(op: Operation) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DenseElementsAttr,
                              DenseResourceAttr, DictAttr, FloatAttr, IntegerAttr, StringAttr,
-                             SymbolRefAttr, TypeAttr, UnitAttr)
+                             SymbolRefAttr, TypeAttr, UnitAttr, uniform_value)
 from ..types import FloatType, IndexType, IntegerType, Type
 from .numbers import canonical_int, format_float, format_float_bits, is_bit_pattern_float, storage_bytes
 
@@ -57,18 +57,6 @@ def is_bare_identifier(s: str) -> bool:
 
 def keyword_or_string(s: str) -> str:
     return s if is_bare_identifier(s) else f'"{escape_string(s)}"'
-
-
-def _is_splat(array: np.ndarray) -> bool:
-    """All elements bitwise equal (a broadcast view of one value is, without a scan)."""
-    if array.size == 0:
-        return False
-    if all(s == 0 for s in array.strides):
-        return True
-    flat = array.reshape(-1)
-    if flat.dtype.kind == "f":
-        flat = flat.view(f"u{flat.dtype.itemsize}")
-    return bool((flat == flat[0]).all())
 
 
 def _little_endian_bytes(array: np.ndarray) -> bytes:
@@ -207,7 +195,7 @@ class AttrPrinter:
         return f"array<{t}: {', '.join(items)}>"
 
     def _is_large(self, array: np.ndarray) -> bool:
-        return array.size > self.threshold and not _is_splat(array)
+        return array.size > self.threshold and uniform_value(array) is None
 
     def _dense(self, a: DenseElementsAttr) -> str:
         et = a.type.element_type
@@ -239,7 +227,7 @@ def dense_body(array: np.ndarray, et: Type) -> str:
     """What goes between ``dense<`` and ``>``."""
     if array.size == 0:
         return ""
-    if _is_splat(array):
+    if uniform_value(array) is not None:
         return _element_strings(np.asarray(array.flat[0:1]), et)[0]
     flat = array.reshape(-1)
     if flat.size > HEX_ELEMENTS_LIMIT:

@@ -30,7 +30,8 @@ from ... import __version__
 from ...errors import QuantirError, UnsupportedOpError, VerifyError
 from ...fileio import atomic_write
 from ...ir import Function, Module, Operation, Value
-from ...ir.attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr
+from ..naming import unique_name
+from ...ir.attributes import DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr, uniform_value
 from ...ir.dialects import arith, func
 from ...runtime.interpreter import input_names, output_names
 from . import ops as op_table
@@ -63,7 +64,7 @@ class NodeContext:
         return [self._ex.names[r] for r in op.results]
 
     def describe(self, op: Operation) -> str:
-        return f"'{op.name}'" + (f" (node '{op.label}')" if op.label else "")
+        return op.describe()
 
     def node_name_hint(self, op: Operation) -> str:
         return op.label or (op.results[0].name_hint if op.results and op.results[0].name_hint else
@@ -104,20 +105,6 @@ class NodeContext:
 SPLAT_MIN_ELEMENTS = 1024
 
 
-def _unique(base: str, sep: str, taken: set[str], next_suffix: dict[str, int], *, allow_empty: bool) -> str:
-    """``base`` if free (and non-empty, unless ``allow_empty``), else the first free
-    ``base<sep><k>``, k = 1, 2, ...; adds it to ``taken``. ``next_suffix[base]`` remembers the
-    first k not yet tried, valid because ``taken`` only grows."""
-    k = next_suffix.get(base, 0)
-    name = base if k == 0 else f"{base}{sep}{k}"
-    while name in taken or not (name or allow_empty):
-        k += 1
-        name = f"{base}{sep}{k}"
-    next_suffix[base] = k + 1
-    taken.add(name)
-    return name
-
-
 class GraphExporter:
     def __init__(self, fn: Function, opset: int, graph_name: str):
         self.fn = fn
@@ -140,11 +127,11 @@ class GraphExporter:
     # -- naming ---------------------------------------------------------------------------------
     def claim(self, base: str) -> str:
         """``base`` if no tensor has that name yet, else the first free ``base__<k>``, k = 1, 2, ..."""
-        return _unique(base, "__", self.used, self._next_tensor, allow_empty=False)
+        return unique_name(base, "__", self.used, self._next_tensor)
 
     def node_name(self, label: str | None, op_type: str) -> str:
         """The op's label (the ONNX node name it came from) or its op type, made unique."""
-        return _unique(label or op_type, "_", self._node_names, self._next_node, allow_empty=True)
+        return unique_name(label or op_type, "_", self._node_names, self._next_node, allow_empty=True)
 
     def _name_values(self, ins: list[str], outs: list[str]) -> list[tuple[Value, str]]:
         """Assign ONNX names; returns the outputs that need an Identity node."""
@@ -213,7 +200,7 @@ class GraphExporter:
                     continue
                 formal = formals[min(i, len(formals) - 1)]
                 if i >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
-                    raise UnsupportedOpError(f"'{op.name}'{_label(op)}: ONNX {node.op_type} at opset {self.opset} "
+                    raise UnsupportedOpError(f"{op.describe()}: ONNX {node.op_type} at opset {self.opset} "
                                              f"takes at most {len(formals)} {kind}s, got {len(actual)}")
                 code = self.tensor_types.get(name)
                 types = allowed.get(formal.type_str)
@@ -222,7 +209,7 @@ class GraphExporter:
                 spelled = f"tensor({onnx.helper.tensor_dtype_to_string(code).split('.')[-1].lower()})"
                 if spelled not in types:
                     raise UnsupportedOpError(
-                        f"'{op.name}'{_label(op)}: ONNX {node.op_type} at opset {self.opset} does not accept "
+                        f"{op.describe()}: ONNX {node.op_type} at opset {self.opset} does not accept "
                         f"{spelled} for {kind} '{formal.name}' (allowed: {', '.join(sorted(types))})")
 
     # -- the graph ------------------------------------------------------------------------------
@@ -242,7 +229,7 @@ class GraphExporter:
             if convert is None and op.opdef.dialect == "nn" and op.opdef.registered:
                 convert = op_table.convert_generic
             if convert is None:
-                raise UnsupportedOpError(f"'{op.name}'{_label(op)} has no ONNX export (the ONNX backend exports "
+                raise UnsupportedOpError(f"{op.describe()} has no ONNX export (the ONNX backend exports "
                                          f"'nn' ops, arith.constant and quant.qcast/dcast/scast)")
             convert(ctx, op)
         for v, name in identities:
@@ -292,7 +279,7 @@ class GraphExporter:
             raise UnsupportedOpError(f"{what}: arith.constant with a {type(value).__name__} has no ONNX form")
         if array.dtype != dtype:
             array = array.astype(dtype)
-        if array.size >= SPLAT_MIN_ELEMENTS and _is_splat(array):
+        if array.size >= SPLAT_MIN_ELEMENTS and uniform_value(array) is not None:
             shape = self.add_initializer(np.asarray(array.shape, dtype=np.int64), f"{name}_shape")
             value = numpy_helper.from_array(np.array(array.reshape(-1)[:1]))
             node = onnx.helper.make_node("ConstantOfShape", [shape], [name],
@@ -301,19 +288,6 @@ class GraphExporter:
             self.nodes.append(node)
             return
         self.initializers.append(numpy_helper.from_array(np.asarray(array, order="C"), name))
-
-
-def _is_splat(array: np.ndarray) -> bool:
-    """All elements bitwise equal (so -0.0 is not 0.0, and NaNs compare by payload)."""
-    if all(st == 0 for st in array.strides):
-        return True   # a broadcast view: one element by construction
-    bits = np.asarray(array, order="C").reshape(-1)
-    bits = bits.view(f"u{bits.itemsize}") if bits.dtype != np.bool_ else bits
-    return bool((bits == bits[0]).all())
-
-
-def _label(op: Operation) -> str:
-    return f" (node '{op.label}')" if op.label else ""
 
 
 def export(module: Module | Function, *, opset: int, ir_version: int,

@@ -147,7 +147,7 @@ def resize_bilinear(b: Builder, op: Operation) -> None:
             "half_pixel" if op.attr("half_pixel_centers") else "asymmetric")
     shape = op.operands[0].type.shape
     if shape is None or None in shape[2:]:
-        raise UnsupportedOpError(f"'{op.name}'{_label(op)}: Resize needs a static spatial input size, got "
+        raise UnsupportedOpError(f"{op.describe()}: Resize needs a static spatial input size, got "
                                  f"{op.operands[0].type}")
     y = b.float_op(nn.RESIZE, [b.dequantized(op.operands[0])], op, mode="linear",
                    coordinate_transformation_mode=mode,
@@ -218,7 +218,7 @@ def nearest(b: Builder, op: Operation, x: Value, out_t: TensorType) -> Value:
     # LiteRT's index arrays copy the same pixels.
     shape = op.operands[0].type.shape
     if shape is None or None in shape[2:]:
-        raise UnsupportedOpError(f"'{op.name}'{_label(op)}: Resize needs a static spatial input size, got "
+        raise UnsupportedOpError(f"{op.describe()}: Resize needs a static spatial input size, got "
                                  f"{op.operands[0].type}")
     r = op.results[0]
     flags = (bool(op.attr("align_corners")), bool(op.attr("half_pixel_centers")))
@@ -294,10 +294,6 @@ def dequantized_as(b: Builder, v: Value, r: Value) -> Value:
     return b.emit(nn.DEQUANTIZE_LINEAR, [b.value(v), b.scale(r), b.zero_point(r)], float_type(v.type),
                   name=f"{base_name(v)}__dq_as_{base_name(r)}", label=f"{base_name(v)}/dequantize",
                   like=r.op)
-
-
-def _label(op: Operation) -> str:
-    return f" (node '{op.label}')" if op.label else ""
 
 
 CONVERT = {

@@ -93,7 +93,7 @@ def fully_connected(b: Builder, op: Operation) -> None:
     if flat:
         out_shape = r.type.shape
         if out_shape is None or sum(d is None for d in out_shape) > 1:
-            raise UnsupportedOpError(f"'{op.name}'{_label(op)}: QGemm on an input of shape "
+            raise UnsupportedOpError(f"{op.describe()}: QGemm on an input of shape "
                                      f"{_fmt(shape)} needs at most one dynamic leading dim")
         q = b.emit(nn.RESHAPE, [q], r.type, name=_result_name(op), label=f"{op.label or base_name(r)}/unflatten",
                    like=op, shape=tuple(-1 if d is None else d for d in out_shape))
@@ -193,10 +193,6 @@ def resize_nearest(b: Builder, op: Operation) -> None:
 def data_movement(b: Builder, op: Operation) -> None:
     """The op itself: it copies stored integers, exactly as the interpreter does."""
     b.clone(op)
-
-
-def _label(op: Operation) -> str:
-    return f" (node '{op.label}')" if op.label else ""
 
 
 def _fmt(shape) -> str:

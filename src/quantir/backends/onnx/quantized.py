@@ -222,7 +222,7 @@ class Builder:
                 convert(self, op)
             elif op.opdef.dialect == "qnn":
                 known = ", ".join(sorted(d.name for d in self.table if d.dialect == "qnn"))
-                raise UnsupportedOpError(f"'{op.name}'{_label(op)} has no {self.format.upper()} ONNX export "
+                raise UnsupportedOpError(f"{op.describe()} has no {self.format.upper()} ONNX export "
                                          f"(exported qnn ops: {known})")
             elif op.opdef is quant.SCAST and constant_array(op.operands[0]) is not None:
                 r = op.results[0]
@@ -369,10 +369,6 @@ class Builder:
         return self.fn.body.append(op)
 
 
-def _label(op: Operation) -> str:
-    return f" (node '{op.label}')" if op.label else ""
-
-
 # -- the public API -----------------------------------------------------------------------------------
 
 def _table(format: str) -> Mapping[OpDef, Converter]:
@@ -437,7 +433,7 @@ def uint8_activations(fn: Function) -> Function:
             # a stored constant: its integers move with the zero point
             ints = constant_array(op.operands[0])
             if ints is None:
-                raise UnsupportedOpError(f"'{op.name}'{_label(op)}: reinterpreting a computed int8 tensor as "
+                raise UnsupportedOpError(f"{op.describe()}: reinterpreting a computed int8 tensor as "
                                          f"quantized has no uint8 form")
             shifted = (np.asarray(ints).astype(np.int16) + 128).astype(np.uint8)
             attr = elements_attr(shifted, IntegerType(8))
@@ -445,7 +441,7 @@ def uint8_activations(fn: Function) -> Function:
             c.name_hint = op.operands[0].name_hint
             operands = [c]
         elif changed and op.opdef is arith.CONSTANT:
-            raise UnsupportedOpError(f"'{op.name}'{_label(op)}: a constant typed int8-quantized has no uint8 form")
+            raise UnsupportedOpError(f"{op.describe()}: a constant typed int8-quantized has no uint8 form")
         elif changed and op.opdef is qnn.PAD and op.attr("value") is not None:
             attributes["value"] = IntegerAttr(int(op.attr("value")) + 128, attributes["value"].type)
         copy = Operation(op.opdef, operands, types, attributes, op.loc, op.label)

@@ -69,6 +69,7 @@ from quantir.backends.tflite.schema import (
     StridedSliceOptions,
     SubOptions,
 )
+from quantir.backends.naming import unique_name
 from quantir.backends.tflite.writer import ModelBuilder
 from quantir.errors import QuantirError, ResourceError, UnsupportedOpError
 from quantir.ir import Function, Module, Operation, Value
@@ -159,19 +160,8 @@ class _Exporter:
 
     # -- tensors ------------------------------------------------------------------------------
     def _name(self, base: str) -> str:
-        """``base`` (``t`` when empty) if free, else the first free ``base_<k>``, k = 1, 2, ...
-
-        Names are never released, so the suffixes a base has tried stay taken: the search resumes
-        where the last one for that base stopped instead of probing ``base_1, base_2, ...`` again
-        (which made exporting n ops with one base, e.g. a shared ``shape``, quadratic)."""
-        k = self.next_suffix.get(base, 0)
-        name = (base or "t") if k == 0 else f"{base}_{k}"
-        while name in self.names:
-            k += 1
-            name = f"{base}_{k}"
-        self.next_suffix[base] = k + 1
-        self.names.add(name)
-        return name
+        """``base`` (``t`` when empty) if free, else the first free ``base_<k>``, k = 1, 2, ..."""
+        return unique_name(base or "t", "_", self.names, self.next_suffix)
 
     def _shape(self, v: Value, form: Form) -> tuple[tuple[int, ...], tuple[int, ...]]:
         t = v.type

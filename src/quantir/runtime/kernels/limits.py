@@ -81,5 +81,4 @@ def result_what(op, index: int = 0) -> str:
     """``tensor 'y' of 'nn.tile' (node 'Tile_3')``: how an error names a result of ``op``."""
     r = op.results[index] if index < len(op.results) else None
     name = f"tensor '{r.name_hint}'" if r is not None and r.name_hint else f"result {index}"
-    label = f" (node '{op.label}')" if op.label else ""
-    return f"{name} of '{op.name}'{label}"
+    return f"{name} of {op.describe()}"

@@ -19,8 +19,7 @@ def pad(op, x):
         return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(op.attr("constant_value")))
     for axis, (d, (b, a)) in enumerate(zip(x.shape, widths)):
         if d == 0 and b + a:   # nothing to reflect, repeat or wrap (ONNX Runtime refuses it too)
-            label = f" (node '{op.label}')" if op.label else ""
-            raise ShapeError(f"'{op.name}'{label}: cannot use '{mode}' mode to pad axis {axis} of size 0 "
+            raise ShapeError(f"{op.describe()}: cannot use '{mode}' mode to pad axis {axis} of size 0 "
                              f"(input shape {list(x.shape)}); only 'constant' mode pads an empty axis")
     return np.pad(x, widths, mode=mode)
 

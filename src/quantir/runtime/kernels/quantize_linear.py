@@ -28,8 +28,7 @@ def check_scale(op, scale) -> None:
     s = np.asarray(scale)
     bad = ~(np.isfinite(s) & (s > 0))
     if bad.any():
-        label = f" (node '{op.label}')" if op.label else ""
-        raise VerifyError(f"'{op.name}'{label}: the scale must be finite and positive, found {s[bad].ravel()[0]}; "
+        raise VerifyError(f"{op.describe()}: the scale must be finite and positive, found {s[bad].ravel()[0]}; "
                           f"the model's quantization parameters are corrupt")
 
 
