@@ -22,9 +22,12 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from enum import IntEnum
+
 from typing import Any, ClassVar
 
 import numpy as np
+
+from ...quantize.builtins import BuiltinOperator  # the operator codes: the quantizer names ops by them
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -79,64 +82,6 @@ def tensor_type_of(dtype: Any) -> TensorType:
         if npdt == dt:
             return tt
     raise ValueError(f"no TFLite tensor type for numpy dtype {np.dtype(dtype)}")
-
-
-class BuiltinOperator(IntEnum):
-    """``enum BuiltinOperator : int32`` (the operators quantir lowers to, plus neighbours)."""
-
-    ADD = 0
-    AVERAGE_POOL_2D = 1
-    CONCATENATION = 2
-    CONV_2D = 3
-    DEPTHWISE_CONV_2D = 4
-    DEPTH_TO_SPACE = 5
-    DEQUANTIZE = 6
-    FLOOR = 8
-    FULLY_CONNECTED = 9
-    L2_NORMALIZATION = 11
-    L2_POOL_2D = 12
-    LOGISTIC = 14
-    MAX_POOL_2D = 17
-    MUL = 18
-    RELU = 19
-    RELU_N1_TO_1 = 20
-    RELU6 = 21
-    RESHAPE = 22
-    RESIZE_BILINEAR = 23
-    SOFTMAX = 25
-    SPACE_TO_DEPTH = 26
-    TANH = 28
-    CUSTOM = 32
-    PAD = 34
-    GATHER = 36
-    TRANSPOSE = 39
-    MEAN = 40
-    SUB = 41
-    DIV = 42
-    SQUEEZE = 43
-    STRIDED_SLICE = 45
-    SPLIT = 49
-    LOG_SOFTMAX = 50
-    CAST = 53
-    PRELU = 54
-    MAXIMUM = 55
-    MINIMUM = 57
-    PADV2 = 60
-    SLICE = 65
-    TRANSPOSE_CONV = 67
-    EXPAND_DIMS = 70
-    SUM = 74
-    REDUCE_MAX = 82
-    PACK = 83
-    RESIZE_NEAREST_NEIGHBOR = 97
-    LEAKY_RELU = 98
-    MIRROR_PAD = 100
-    QUANTIZE = 114
-    HARD_SWISH = 117
-    BATCH_MATMUL = 126
-    PLACEHOLDER_FOR_GREATER_OP_CODES = 127
-    GELU = 150
-    RELU_0_TO_1 = 152
 
 
 class ActivationFunctionType(IntEnum):
