@@ -27,7 +27,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantir.api import quantize
 from quantir.backends.onnx import save_quantized, to_onnx_quantized
-from quantir.backends.onnx.quantized import activation_range, convert, is_quantized
+from quantir.backends.onnx.builder import activation_range, is_quantized
+from quantir.backends.onnx.quantized import convert
 from quantir.errors import QuantirError, UnsupportedOpError
 from quantir.ir import Function, Module, OpDef, Operand, Operation, Result, StringAttr, dialects, elements_attr
 from quantir.ir.dialects import qnn

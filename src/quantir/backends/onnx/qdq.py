@@ -29,7 +29,7 @@ data movement (nn)     the same nn op on the dequantized input (Reshape, Flatten
 
 Fused activations (``activation`` of conv, fully_connected, add, sub, mul, pools, clamp) are
 emitted as Relu / Clip before the QuantizeLinear only when they clamp more than the int8 range
-does (see ``quantized.activation_range``).
+does (see ``builder.activation_range``).
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn, quant
 from ...numerics import resize_nearest_indices
 from ...types import TensorType, UniformQuantizedPerAxisType
-from .quantized import (Builder, activation_of, activation_range, base_name, constant_array, float_type,
-                        is_quantized, qtype, same_params)
+from .builder import (Builder, activation_of, activation_range, base_name, constant_array, float_type, is_quantized,
+                      qtype, same_params)
 
 _ACTIVATION_BOUNDS = {"relu6": (0.0, 6.0), "relu_n1_to_1": (-1.0, 1.0)}
 

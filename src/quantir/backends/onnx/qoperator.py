@@ -40,7 +40,7 @@ from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import TensorType
 from . import qdq
-from .quantized import Builder, activation_of, activation_range, base_name, qtype, same_params
+from .builder import Builder, activation_of, activation_range, base_name, qtype, same_params
 
 
 def _result_name(op: Operation) -> str | None:
