@@ -2,7 +2,7 @@
 
 Each ``golden/<case>.mlir`` is a small float model in the ``nn`` dialect, with comment lines
 that declare ranges (``// RANGES: %1 = [0.0, 2.5]``, the file's own SSA names). Calibration is
-readable from the file alone: each argument's data is two samples evenly spaced over its
+readable from the file alone: each argument's data is 16 samples evenly spaced over its
 declared range, and each region's calibration callback returns the range declared for its
 output (the observed one when there is none). ``_stages.py`` holds the rules and the formats.
 
@@ -72,7 +72,7 @@ def test_stage(case, stage, produced):
     compare(produced(case)[stage], case.expected_path(stage), update=UPDATE)
 
 
-# -- semantics the golden files rely on (each would hold whatever the expected texts say) --------
+# -- what the expected texts alone do not check ---------------------------------------------------
 
 def test_lowered_modules_pass_the_spec_check():
     """The expected integer modules parse back (real IR, verified) and meet the LiteRT int8 spec."""
@@ -129,7 +129,8 @@ def _case_with(tmp_path, ranges: str):
 
 def test_a_range_the_quantizer_would_ignore_is_an_error(tmp_path):
     # %0 is the float Neg's output: the solver observes it on the data, a declared range would be dropped
-    path = _case_with(tmp_path, "// RANGES: %arg0 = [-2.0, 1.0]\n// RANGES: %0 = [-1.0, 2.0]\n// RANGES: %2 = [0.0, 2.0]\n")
+    path = _case_with(tmp_path, "// RANGES: %arg0 = [-2.0, 1.0]\n// RANGES: %0 = [-1.0, 2.0]\n"
+                                "// RANGES: %2 = [0.0, 2.0]\n")
     with pytest.raises(GoldenError) as e:
         run_case(load_case(path))
     assert str(e.value) == ("case.mlir: RANGES names %0, which is neither an argument nor a region's output: "
@@ -170,8 +171,9 @@ def test_update_rewrites_every_stage(tmp_path):
                                                          ).read_text()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="solver: a same-scale class with two fixed-output ops gives both the "
-                                       "first one's parameters (TANH gets SOFTMAX's 1/256, -128)")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="solver: a same-scale class with two fixed-output ops gives both the "
+                          "first one's parameters (TANH gets SOFTMAX's 1/256, -128)")
 def test_two_fixed_outputs_in_one_class():
     """``golden/pending/fixed_concat.mlir``: the lowered module must meet the spec (TANH's output at
     1/128, 0). Strict: when the solver is fixed this passes, fails as xfail, and the case moves to
