@@ -2,9 +2,10 @@
 
 Each ``golden/<case>.mlir`` is a small float model in the ``nn`` dialect, with comment lines
 that declare ranges (``// RANGES: %1 = [0.0, 2.5]``, the file's own SSA names). Calibration is
-readable from the file alone: each argument's data is 16 samples evenly spaced over its
-declared range, and each region's calibration callback returns the range declared for its
-output (the observed one when there is none). ``_stages.py`` holds the rules and the formats.
+readable from the file alone: each argument's data is 16 samples whose elements are evenly
+spaced over its declared range, and each region's calibration callback returns the range
+declared for its output (every region output needs a line; only a float op's output, which
+the solver observes on the data, has none). ``_stages.py`` holds the rules and the formats.
 
 Next to the input, three expected files say what each stage decided:
 
