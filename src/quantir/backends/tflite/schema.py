@@ -140,6 +140,16 @@ class BuiltinOptionsType(IntEnum):
     QuantizeOptions = 89
     HardSwishOptions = 91
     DepthToSpaceOptions = 94
+    BatchToSpaceNDOptions = 24
+    SpaceToBatchNDOptions = 25
+    ArgMaxOptions = 40
+    LessOptions = 41
+    GreaterOptions = 44
+    GreaterEqualOptions = 45
+    LessEqualOptions = 46
+    EqualOptions = 53
+    NotEqualOptions = 54
+    ShapeOptions = 55
 
 
 # ---------------------------------------------------------------------------
@@ -469,6 +479,59 @@ class HardSwishOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class ArgMaxOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.ArgMaxOptions
+    # ONNX ArgMax gives int64; an absent field reads as 0 (FLOAT32), which LiteRT refuses.
+    output_type: TensorType = _slot(0, "int8", TensorType.INT64, schema_default=TensorType.FLOAT32)
+
+
+@dataclass(frozen=True)
+class ShapeOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.ShapeOptions
+    out_type: TensorType = _slot(0, "int8", TensorType.INT64, schema_default=TensorType.FLOAT32)
+
+
+@dataclass(frozen=True)
+class BatchToSpaceNDOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.BatchToSpaceNDOptions
+
+
+@dataclass(frozen=True)
+class SpaceToBatchNDOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.SpaceToBatchNDOptions
+
+
+@dataclass(frozen=True)
+class EqualOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.EqualOptions
+
+
+@dataclass(frozen=True)
+class NotEqualOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.NotEqualOptions
+
+
+@dataclass(frozen=True)
+class LessOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.LessOptions
+
+
+@dataclass(frozen=True)
+class LessEqualOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.LessEqualOptions
+
+
+@dataclass(frozen=True)
+class GreaterOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.GreaterOptions
+
+
+@dataclass(frozen=True)
+class GreaterEqualOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.GreaterEqualOptions
+
+
+@dataclass(frozen=True)
 class RawOptions(BuiltinOptions):
     """Options of a union member this module does not declare (reader only): the raw table.
 
@@ -487,7 +550,9 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 ResizeNearestNeighborOptions, ReshapeOptions, SqueezeOptions, ReducerOptions, GatherOptions,
                 SplitOptions, StridedSliceOptions, SpaceToDepthOptions, DepthToSpaceOptions, LeakyReluOptions,
                 PadOptions, PadV2Options, TransposeOptions, SliceOptions, DequantizeOptions, QuantizeOptions,
-                MaximumMinimumOptions, HardSwishOptions)
+                MaximumMinimumOptions, HardSwishOptions,
+                ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
+                NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions)
 }
 
 
@@ -561,6 +626,16 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.SLICE: SliceOptions,
     BuiltinOperator.SPACE_TO_DEPTH: SpaceToDepthOptions,
     BuiltinOperator.DEPTH_TO_SPACE: DepthToSpaceOptions,
+    BuiltinOperator.ARG_MAX: ArgMaxOptions,
+    BuiltinOperator.SHAPE: ShapeOptions,
+    BuiltinOperator.BATCH_TO_SPACE_ND: BatchToSpaceNDOptions,
+    BuiltinOperator.SPACE_TO_BATCH_ND: SpaceToBatchNDOptions,
+    BuiltinOperator.EQUAL: EqualOptions,
+    BuiltinOperator.NOT_EQUAL: NotEqualOptions,
+    BuiltinOperator.LESS: LessOptions,
+    BuiltinOperator.LESS_EQUAL: LessEqualOptions,
+    BuiltinOperator.GREATER: GreaterOptions,
+    BuiltinOperator.GREATER_EQUAL: GreaterEqualOptions,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's

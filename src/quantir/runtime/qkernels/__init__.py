@@ -60,6 +60,14 @@ from quantir.runtime.qkernels.resize_nearest import resize_nearest
 from quantir.runtime.qkernels.softmax import SoftmaxLutParams, SoftmaxParams, prepare_softmax, softmax, softmax_lut
 from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
 from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
+from quantir.runtime.qkernels.comparison import ComparisonKind, ComparisonParams, compare, prepare_comparison
+from quantir.runtime.qkernels.arg_max import arg_max
+from quantir.runtime.qkernels.maximum_minimum import maximum, minimum, prepare_maximum_minimum
+from quantir.runtime.qkernels.gather import gather, prepare_gather
+from quantir.runtime.qkernels.space_to_depth import prepare_space_to_depth, space_to_depth, space_to_depth_nhwc
+from quantir.runtime.qkernels.space_batch import (batch_to_space_nd, batch_to_space_nd_nhwc, prepare_batch_to_space_nd,
+                                                  prepare_space_to_batch_nd, space_to_batch_nd, space_to_batch_nd_nhwc)
+from quantir.runtime.qkernels.shape import shape
 
 __all__ = [
     "QKernelError", "AccumulatorOverflowError", "KernelParams", "activation_range", "tflite_pads", "output_size",
@@ -76,4 +84,9 @@ __all__ = [
     "LeakyReluParams", "prepare_leaky_relu", "leaky_relu", "ReluParams", "prepare_relu", "relu",
     "prepare_pad", "pad", "prepare_resize_bilinear", "resize_bilinear", "resize_nearest",
     "prepare_l2_normalization", "l2_normalization",
+    "ComparisonKind", "ComparisonParams", "prepare_comparison", "compare", "arg_max",
+    "prepare_maximum_minimum", "maximum", "minimum", "prepare_gather", "gather",
+    "prepare_space_to_depth", "space_to_depth", "space_to_depth_nhwc",
+    "prepare_space_to_batch_nd", "space_to_batch_nd", "space_to_batch_nd_nhwc",
+    "prepare_batch_to_space_nd", "batch_to_space_nd", "batch_to_space_nd_nhwc", "shape",
 ]
