@@ -150,6 +150,8 @@ class BuiltinOptionsType(IntEnum):
     EqualOptions = 53
     NotEqualOptions = 54
     ShapeOptions = 55
+    LogSoftmaxOptions = 36
+    GeluOptions = 116
 
 
 # ---------------------------------------------------------------------------
@@ -532,6 +534,17 @@ class GreaterEqualOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class LogSoftmaxOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.LogSoftmaxOptions
+
+
+@dataclass(frozen=True)
+class GeluOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.GeluOptions
+    approximate: bool = _slot(0, "bool", False)  # True: the tanh form
+
+
+@dataclass(frozen=True)
 class RawOptions(BuiltinOptions):
     """Options of a union member this module does not declare (reader only): the raw table.
 
@@ -552,7 +565,8 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 PadOptions, PadV2Options, TransposeOptions, SliceOptions, DequantizeOptions, QuantizeOptions,
                 MaximumMinimumOptions, HardSwishOptions,
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
-                NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions)
+                NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
+                LogSoftmaxOptions, GeluOptions)
 }
 
 
@@ -636,6 +650,8 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.LESS_EQUAL: LessEqualOptions,
     BuiltinOperator.GREATER: GreaterOptions,
     BuiltinOperator.GREATER_EQUAL: GreaterEqualOptions,
+    BuiltinOperator.LOG_SOFTMAX: LogSoftmaxOptions,
+    BuiltinOperator.GELU: GeluOptions,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's

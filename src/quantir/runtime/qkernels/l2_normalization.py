@@ -17,10 +17,15 @@ from quantir.runtime.qkernels._common import (QKernelError, check_accumulator, c
 __all__ = ["prepare_l2_normalization", "l2_normalization"]
 
 
-def prepare_l2_normalization(output_scale: float, output_zero_point: int) -> None:
+def prepare_l2_normalization(output_scale: float, output_zero_point: int, *, activation: str = "none") -> None:
+    """The checks of LiteRT's ``l2norm.cc`` Prepare: output exactly (1/128, 0), no fused activation.
+    (Any rank: older LiteRT refused rank 5 and more, 2.3.0 normalises their last axis too.)
+    The int8 kernel itself has no parameters beyond the input zero point; both resolvers run it."""
     if np.float32(output_scale) != np.float32(1 / 128) or int(output_zero_point) != 0:
         raise QKernelError(f"l2_normalization: int8 output must be (1/128, 0), found ({output_scale}, "
                            f"{output_zero_point})")
+    if activation != "none":
+        raise QKernelError(f"l2_normalization: LiteRT refuses a fused activation, found {activation!r}")
 
 
 def l2_normalization(x: np.ndarray, *, input_zero_point: int, axis: int = -1) -> np.ndarray:

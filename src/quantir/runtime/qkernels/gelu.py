@@ -1,0 +1,82 @@
+"""GELU, int8 (``GeluPrepare`` + ``LUTPopulate``, docs/numerics.md §2.13), in both resolvers.
+
+LiteRT builds a 256-entry table in Prepare and gathers from it at run time; the table is
+the generic LUT recipe of :mod:`._lut` (dequantize in float32, transform, multiply by
+``f32(1/s_out)``, round half away, add the zero point, clamp) over one of two float32
+transforms:
+
+* ``approximate=False`` — the exact form written with ``erfc`` (no cancellation for large
+  negative x): ``y = f32(0.5f·x) · erfcf(f32(x · f32(-1/√2)))``;
+* ``approximate=True`` — the tanh form:
+  ``y = f32(0.5f·x) · (1 + tanhf(k · (x + ((0.044715f·x)·x)·x)))`` with
+  ``k = f32(2/√π · 1/√2) = f32(√(2/π))``, every step in float32.
+
+An older LiteRT evaluated the exact form as ``erf`` in double; the two tables differ by
+one step in rare entries and the float32 ``erfc`` form is the one ``BUILTIN_REF`` and the
+default resolver run in the LiteRT quantir is tested against. ``erfcf`` and ``tanhf`` are
+taken from float64 rounded to float32 (the correctly rounded value, which glibc's float
+functions return for all but very rare arguments).
+
+GELU accepts any input and output parameters (no fixed output scale, unlike LOGISTIC).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from quantir.runtime.qkernels._common import QKernelError
+from quantir.runtime.qkernels._lut import lookup, populate_lut, tanhf
+
+__all__ = ["prepare_gelu", "gelu", "gelu_transform"]
+
+_F32 = np.float32
+_MINUS_SQRT1_2 = _F32(-0.70710678118654752440)           # static_cast<float>(-1/√2)
+_SQRT_2_OVER_PI = _F32(1.12837916709551257390 * 0.70710678118654752440)  # (2/√π)·(1/√2) in double, then float
+_CUBIC = _F32(0.044715)
+_HALF, _ONE = _F32(0.5), _F32(1.0)
+
+
+def _erfcf(x: np.ndarray) -> np.ndarray:
+    return np.array([math.erfc(float(v)) for v in np.ravel(x)], dtype=np.float64).astype(np.float32).reshape(
+        np.shape(x))
+
+
+def _gelu_exact(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return (_HALF * x) * _erfcf(x * _MINUS_SQRT1_2)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    cube = ((_CUBIC * x) * x) * x
+    return (_HALF * x) * (_ONE + tanhf(_SQRT_2_OVER_PI * (x + cube)))
+
+
+def gelu_transform(x: np.ndarray, approximate: bool = False) -> np.ndarray:
+    """The float32 function LiteRT tabulates (exact ``erfc`` form, or the tanh form)."""
+    return _gelu_tanh(x) if approximate else _gelu_exact(x)
+
+
+def prepare_gelu(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
+                 approximate: bool = False) -> np.ndarray:
+    """The int8 lookup table ``GeluPrepare`` builds (``approximate`` is ``GeluOptions.approximate``)."""
+    for name, scale in (("input", input_scale), ("output", output_scale)):
+        s = np.float32(scale)
+        if not (np.isfinite(s) and s > 0):
+            raise QKernelError(f"gelu: the {name} scale must be a positive finite float32, found {scale}")
+    with np.errstate(over="ignore"):
+        inverse = np.float32(1.0) / np.float32(output_scale)
+    if not np.isfinite(inverse):
+        # f32(1/s_out) overflows: LiteRT's table would round infinities (undefined behaviour in C).
+        raise QKernelError(f"gelu: 1/output scale overflows float32 for output scale {output_scale}")
+    try:
+        return populate_lut(lambda x: gelu_transform(x, approximate), input_scale, input_zero_point, output_scale,
+                            output_zero_point, "gelu")
+    except ValueError as e:  # a table entry beyond int64 (absurd scale ratios)
+        raise QKernelError(f"gelu: {e}") from None
+
+
+def gelu(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
+    """Int8 GELU: ``table[x + 128]`` (``LookupTable``); any shape, any layout."""
+    return lookup(x, table, "gelu")
