@@ -25,6 +25,8 @@ CITATION = re.compile(
     r"(?<![\w./-])(?P<docs>docs/)?(?P<file>[A-Za-z0-9_-]+\.md)"
     rf"(?P<sections>(?:[\s,;]*(?:and\s+)?{_SECTION}(?:\s*[-–]\s*{_SECTION})?)*)")
 SECTION_REF = re.compile(rf"(?P<first>{_SECTION})(?:\s*[-–]\s*(?P<last>{_SECTION}))?")
+DOC_NAMES = ("design", "numerics", "mlir-quant-spec", "adding-an-op")
+NAMED_SECTION = re.compile(rf"(?<![\w/.-])(?P<name>{'|'.join(DOC_NAMES)})(?:\.md)?[ \t]*\Z")
 HEADING = re.compile(r"^#{1,6}\s+§?(?P<number>\d+(?:\.\d+)*)\.?(?:\s|$)", re.MULTILINE)
 
 
@@ -80,18 +82,40 @@ def problems(citations: list[Citation], docs: dict[str, str]) -> list[str]:
 
 
 def _sources() -> list[Path]:
-    files = sorted((ROOT / "src").rglob("*.py")) + [ROOT / "README.md"]
-    return files + sorted(DOCS.glob("*.md"))
+    """Where citations are read: the package, the tests (their golden files too), the READMEs, docs."""
+    tests = [p for p in sorted((ROOT / "tests").rglob("*")) if p.suffix in (".py", ".mlir")
+             and p.resolve() != Path(__file__).resolve()]   # this file cites bad sections on purpose
+    return sorted((ROOT / "src").rglob("*.py")) + tests + [ROOT / "README.md"] + sorted(DOCS.glob("*.md"))
 
 
 def _docs() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in DOCS.glob("*.md")}
 
 
+def bare_sections(text: str, where: str) -> list[Citation]:
+    """A module that cites exactly one docs file refers to it by bare ``§N.M`` too ("see §2.14"):
+    every section number in the text, as a citation of that file."""
+    files = {c.file for c in citations_in(text, where) if c.explicit}
+    if len(files) != 1:
+        return []
+    (cited,) = files
+    out = []
+    for m in SECTION_REF.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        # "numerics §3.1" in a module that cites docs/design.md names its own file
+        named = NAMED_SECTION.search(text, max(0, m.start() - 40), m.start())
+        file = f"{named.group('name')}.md" if named else cited
+        out.append(Citation(f"{where}:{line}", file, True, tuple(_expand(m.group("first"), m.group("last")))))
+    return out
+
+
 def _all_citations() -> list[Citation]:
     out = []
     for path in _sources():
-        out += citations_in(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        text, where = path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+        out += citations_in(text, where)
+        if path.suffix == ".py":
+            out += bare_sections(text, where)
     return out
 
 
@@ -145,6 +169,20 @@ def test_citation_parsing(text, expected):
 def test_bare_names_and_upstream_paths():
     cs = citations_in("numerics.md §3.3 and ``tflite/g3doc/performance/quantization_spec.md``", "x.py")
     assert [(c.file, c.explicit, c.sections) for c in cs] == [("numerics.md", False, ("3.3",))]
+
+
+def test_bare_sections_follow_the_one_cited_file():
+    text = '"""ADD (docs/numerics.md §2.4)."""\n# rounds as in §1.4, see also §2.8-§2.9\n'
+    cs = bare_sections(text, "k.py")
+    assert [(c.where, c.file, c.sections) for c in cs] == [
+        ("k.py:1", "numerics.md", ("2.4",)), ("k.py:2", "numerics.md", ("1.4",)),
+        ("k.py:2", "numerics.md", ("2.8", "2.9"))]
+    assert problems(cs, {"numerics.md": _DOC + "### 2.4 ADD / SUB\n"}) == [
+        "k.py:2: numerics.md has no heading for §1.4", "k.py:2: numerics.md has no heading for §2.8, §2.9"]
+    two = "docs/numerics.md §2 and docs/design.md; §7"   # two files cited: a bare § is ambiguous
+    assert bare_sections(two, "k.py") == []
+    named = bare_sections("(the callback of docs/design.md) ... (numerics §3.1)", "k.py")
+    assert [(c.file, c.sections) for c in named] == [("numerics.md", ("3.1",))]
 
 
 def test_headings():
