@@ -116,7 +116,7 @@ def _all_citations() -> list[Citation]:
         out += citations_in(text, where)
         if path.suffix == ".py":
             out += bare_sections(text, where)
-    return out
+    return list(dict.fromkeys(out))   # "docs/numerics.md §2.4" is read both ways: once is enough
 
 
 # -- the repository ---------------------------------------------------------------------------
