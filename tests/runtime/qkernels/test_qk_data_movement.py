@@ -39,8 +39,8 @@ def gather_cases(draw):
 
 
 @hsettings(80)
-@given(case=gather_cases(), index_dtype=st.sampled_from([np.int32, np.int64]), zp=zero_points, seed=seeds,
-       uint8=st.booleans())
+@given(case=gather_cases(), index_dtype=st.sampled_from([np.int16, np.int32, np.int64]), zp=zero_points,
+       seed=seeds, uint8=st.booleans())
 def test_gather_matches_litert(case, index_dtype, zp, seed, uint8):
     shape, axis, batch_dims, index_shape = case
     rng = np.random.default_rng(seed)
