@@ -30,7 +30,10 @@ from enum import StrEnum
 
 import numpy as np
 
-from quantir.numerics import multiply_by_quantized_multiplier_smaller_than_one_exp, quantize_multiplier_smaller_than_one_exp
+from quantir.numerics import (
+    multiply_by_quantized_multiplier_smaller_than_one_exp,
+    quantize_multiplier_smaller_than_one_exp,
+)
 from quantir.runtime.qkernels._common import KernelParams, QKernelError, check_quantized, check_zero_point, lookup_table
 
 __all__ = ["ComparisonKind", "ComparisonParams", "prepare_comparison", "compare", "rescale_for_comparison"]
