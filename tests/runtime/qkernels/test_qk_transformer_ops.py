@@ -34,14 +34,17 @@ def shapes(draw, max_rank: int = 4, max_last: int = 40):
 
 @hsettings(100)
 @given(s_in=log_uniform(1e-3, 4.0), ratio=log_uniform(0.02, 50.0), zp_in=zero_points, zp_out=zero_points,
-       approximate=st.booleans(), layout=st.sampled_from([(256,), (16, 16), (2, 4, 8, 4)]), seed=seeds)
-def test_gelu_matches_litert(s_in, ratio, zp_in, zp_out, approximate, layout, seed):
+       approximate=st.booleans(), layout=st.sampled_from([(256,), (16, 16), (2, 4, 8, 4)]), seed=seeds,
+       resolver=st.sampled_from(["reference", "reference", "optimized"]))
+def test_gelu_matches_litert(s_in, ratio, zp_in, zp_out, approximate, layout, seed, resolver):
+    """Both resolvers gather from the same table."""
     s_out = float(np.float32(s_in * ratio))
     x = np.random.default_rng(seed).permutation(ALL_Q).reshape(layout)
     table = qk.prepare_gelu(s_in, zp_in, s_out, zp_out, approximate=approximate)
     got = qk.gelu(x, table=table)
     (expected,) = run_op(OP.GELU, [T(x.shape, scale=s_in, zero_point=zp_in)],
-                         [T(x.shape, scale=s_out, zero_point=zp_out)], [x], GeluOptions(approximate=approximate))
+                         [T(x.shape, scale=s_out, zero_point=zp_out)], [x], GeluOptions(approximate=approximate),
+                         resolver=resolver)
     assert_same("GELU (tanh form)" if approximate else "GELU", got, expected)
 
 
@@ -111,6 +114,20 @@ def test_log_softmax_matches_litert(shape, s_in, z_in, seed, ties):
     assert_same("LOG_SOFTMAX", got, expected)
 
 
+@hsettings(40)
+@given(shape=shapes(), s_in=st.one_of(log_uniform(1e-3, 2.0), log_uniform(8.0, 1e3)), z_in=zero_points, seed=seeds)
+def test_log_softmax_lut_matches_the_default_resolver(shape, s_in, z_in, seed):
+    x = int8_data(np.random.default_rng(seed), shape)
+    p = qk.prepare_log_softmax(s_in, variant="lut")
+    got = qk.log_softmax_lut(x, **p.as_kwargs())
+    (expected,) = run_op(OP.LOG_SOFTMAX, [T(shape, scale=s_in, zero_point=z_in)],
+                         [T(shape, scale=16 / 256, zero_point=127)], [x], LogSoftmaxOptions(), resolver="optimized")
+    assert_same("LOG_SOFTMAX (lut)", got, expected)
+    # the fixed-point kernel computes the same log-probabilities up to rounding
+    reference = qk.log_softmax(x, **qk.prepare_log_softmax(s_in).as_kwargs())
+    assert np.abs(reference.astype(int) - got.astype(int)).max() <= 1
+
+
 def test_log_softmax_exact_values():
     p = qk.prepare_log_softmax(1.0)
     x = np.array([[0, 0], [3, 4], [127, -128]], np.int8)
@@ -121,6 +138,8 @@ def test_log_softmax_exact_values():
     assert qk.log_softmax(np.ascontiguousarray(x.T), axis=0, **p.as_kwargs()).T.tolist() == [[116, 116], [106, 122],
                                                                                                 [127, -128]]
     assert p.diff_min == -15 and p.input_left_shift == 27
+    lut = qk.prepare_log_softmax(1.0, variant="lut")
+    assert qk.log_softmax_lut(x, **lut.as_kwargs()).tolist() == [[116, 116], [106, 122], [127, -128]]
 
 
 def test_log_softmax_rejects_what_litert_rejects():
@@ -142,8 +161,9 @@ def test_log_softmax_rejects_what_litert_rejects():
 
 @hsettings(100)
 @given(shape=shapes(max_last=64), s_in=log_uniform(1e-3, 10.0), z_in=zero_points, seed=seeds,
-       special=st.sampled_from(["none", "zero_row", "unit_row", "extreme"]))
-def test_l2_normalization_matches_litert_any_rank(shape, s_in, z_in, seed, special):
+       special=st.sampled_from(["none", "zero_row", "unit_row", "extreme"]),
+       resolver=st.sampled_from(["reference", "reference", "optimized"]))
+def test_l2_normalization_matches_litert_any_rank(shape, s_in, z_in, seed, special, resolver):
     rng = np.random.default_rng(seed)
     x = int8_data(rng, shape)
     rows = x.reshape(-1, shape[-1])
@@ -157,7 +177,7 @@ def test_l2_normalization_matches_litert_any_rank(shape, s_in, z_in, seed, speci
     qk.prepare_l2_normalization(1 / 128, 0)
     got = qk.l2_normalization(x, input_zero_point=z_in)
     (expected,) = run_op(OP.L2_NORMALIZATION, [T(shape, scale=s_in, zero_point=z_in)],
-                         [T(shape, scale=1 / 128, zero_point=0)], [x], L2NormOptions())
+                         [T(shape, scale=1 / 128, zero_point=0)], [x], L2NormOptions(), resolver=resolver)
     assert_same("L2_NORMALIZATION", got, expected)
 
 

@@ -69,7 +69,8 @@ from quantir.runtime.qkernels.space_batch import (batch_to_space_nd, batch_to_sp
                                                   prepare_space_to_batch_nd, space_to_batch_nd, space_to_batch_nd_nhwc)
 from quantir.runtime.qkernels.shape import shape
 from quantir.runtime.qkernels.gelu import gelu, prepare_gelu
-from quantir.runtime.qkernels.log_softmax import LogSoftmaxParams, log_softmax, prepare_log_softmax
+from quantir.runtime.qkernels.log_softmax import (LogSoftmaxLutParams, LogSoftmaxParams, log_softmax,
+                                                  log_softmax_lut, prepare_log_softmax)
 
 __all__ = [
     "QKernelError", "AccumulatorOverflowError", "KernelParams", "activation_range", "tflite_pads", "output_size",
@@ -91,5 +92,6 @@ __all__ = [
     "prepare_space_to_depth", "space_to_depth", "space_to_depth_nhwc",
     "prepare_space_to_batch_nd", "space_to_batch_nd", "space_to_batch_nd_nhwc",
     "prepare_batch_to_space_nd", "batch_to_space_nd", "batch_to_space_nd_nhwc", "shape",
-    "prepare_gelu", "gelu", "LogSoftmaxParams", "prepare_log_softmax", "log_softmax",
+    "prepare_gelu", "gelu", "LogSoftmaxParams", "LogSoftmaxLutParams", "prepare_log_softmax", "log_softmax",
+    "log_softmax_lut",
 ]
