@@ -142,6 +142,19 @@ def test_log_softmax_exact_values():
     assert qk.log_softmax_lut(x, **lut.as_kwargs()).tolist() == [[116, 116], [106, 122], [127, -128]]
 
 
+def test_log_softmax_rows_at_the_accumulator_limit():
+    """4095 equal maxima still match LiteRT (log 1/4095 = -133 steps -> -6); from 4096 the Q12.19 sum of
+    exponentials wraps in LiteRT (which then outputs -9 here) and quantir refuses the row."""
+    p = qk.prepare_log_softmax(0.1)
+    x = np.full((1, 4095), 5, np.int8)
+    (expected,) = run_op(OP.LOG_SOFTMAX, [T(x.shape, scale=0.1)], [T(x.shape, scale=16 / 256, zero_point=127)], [x],
+                         LogSoftmaxOptions())
+    assert_same("LOG_SOFTMAX (4095 ties)", qk.log_softmax(x, **p.as_kwargs()), expected)
+    assert np.all(expected == -6)
+    with pytest.raises(qk.QKernelError, match="sum of exponentials reaches 4096 .* overflows at 4096"):
+        qk.log_softmax(np.full((2, 4096), 5, np.int8), **p.as_kwargs())
+
+
 def test_log_softmax_rejects_what_litert_rejects():
     with pytest.raises(qk.QKernelError, match="scale 16/256 and zero point 127"):
         qk.prepare_log_softmax(0.1, 16 / 256, 126)

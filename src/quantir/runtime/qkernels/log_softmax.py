@@ -42,7 +42,7 @@ from quantir.numerics import (
     wrap_int32,
 )
 from quantir.numerics.gemmlowp_log import log_x_for_x_greater_than_or_equal_to_1, preprocess_log_softmax_scaling_exp
-from quantir.runtime.qkernels._common import (INT32_MIN, KernelParams, QKernelError, check_quantized,
+from quantir.runtime.qkernels._common import (INT32_MAX, INT32_MIN, KernelParams, QKernelError, check_quantized,
                                               multiply_by_quantized_multiplier)
 from quantir.runtime.qkernels.softmax import prepare_softmax
 
@@ -123,7 +123,13 @@ def log_softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, 
     scaled = _scaled_differences(diff, live, input_multiplier, input_left_shift)
     exps = exp_on_negative_values(scaled, _SCALED_DIFF_INTEGER_BITS)
     terms = np.where(live, rescale(exps, 0, _ACCUMULATION_INTEGER_BITS), 0)
-    total = wrap_int32(terms.sum(axis=-1, keepdims=True))  # F12 '+' wraps (past 4096 maxima per row)
+    total = terms.sum(axis=-1, keepdims=True)
+    if total.max() > INT32_MAX:
+        # 4096 terms of 1.0 (the row maxima) fill the Q12.19 accumulator: LiteRT's sum wraps negative
+        # and its logarithm is then garbage (its output is not log-softmax), so no integers are given.
+        raise QKernelError(f"log_softmax: a row's sum of exponentials reaches {int(total.max()) / (1 << 19):g} "
+                           f"(its {q.shape[-1]} values hold that many near the maximum); LiteRT's Q12.19 "
+                           "accumulator overflows at 4096")
     log_sum = log_x_for_x_greater_than_or_equal_to_1(total, _ACCUMULATION_INTEGER_BITS, _SCALED_DIFF_INTEGER_BITS)
     reach = multiply_by_quantized_multiplier(wrap_int32(log_sum + INT32_MIN), reverse_multiplier, reverse_shift)
     cut = np.maximum(diff_min - 1, reach)
