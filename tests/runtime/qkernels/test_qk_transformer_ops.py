@@ -87,6 +87,16 @@ def test_gelu_table_uses_the_float_erfc_form_litert_runs():
         assert_same("GELU (erfc vs erf tables)", qk.gelu(ALL_Q, table=table), expected)
 
 
+@pytest.mark.parametrize("s_in, zp_in, s_out, zp_out", [(30.0, 3, 1e-30, -128), (1e3, -5, 1e-30, 127),
+                                                      (1e30, 0, 1e-8, 0), (1e-3, 0, 1e-12, 0)])
+def test_gelu_tables_saturate_like_litert_at_extreme_scales(s_in, zp_in, s_out, zp_out):
+    """Entries of 1e33 output steps and more (past int64) saturate, as in LiteRT."""
+    table = qk.prepare_gelu(s_in, zp_in, s_out, zp_out)
+    (expected,) = run_op(OP.GELU, [T((256,), scale=s_in, zero_point=zp_in)],
+                         [T((256,), scale=s_out, zero_point=zp_out)], [ALL_Q])
+    assert_same("GELU (extreme scales)", qk.gelu(ALL_Q, table=table), expected)
+
+
 def test_gelu_rejects_parameters_litert_cannot_tabulate():
     with pytest.raises(qk.QKernelError, match="output zero point must be in"):
         qk.prepare_gelu(0.1, 0, 0.1, 128)

@@ -71,11 +71,18 @@ def prepare_gelu(input_scale: float, input_zero_point: int, output_scale: float,
     if not np.isfinite(inverse):
         # f32(1/s_out) overflows: LiteRT's table would round infinities (undefined behaviour in C).
         raise QKernelError(f"gelu: 1/output scale overflows float32 for output scale {output_scale}")
-    try:
-        return populate_lut(lambda x: gelu_transform(x, approximate), input_scale, input_zero_point, output_scale,
-                            output_zero_point, "gelu")
-    except ValueError as e:  # a table entry beyond int64 (absurd scale ratios)
-        raise QKernelError(f"gelu: {e}") from None
+    # Values beyond 2**20 output steps saturate the int8 entry whatever the zero point; LiteRT
+    # saturates them too (even past int32, e.g. s_in 30 and s_out 1e-30), so they are clipped
+    # before the generic table rounds them to integers.
+    bound = np.float32(2.0**20) * np.float32(output_scale)
+
+    def transform(x: np.ndarray) -> np.ndarray:
+        y = gelu_transform(x, approximate)
+        if np.isnan(y).any():
+            raise QKernelError(f"gelu: the float32 GELU of an input step is NaN (input scale {input_scale})")
+        return np.clip(y, -bound, bound)
+
+    return populate_lut(transform, input_scale, input_zero_point, output_scale, output_zero_point, "gelu")
 
 
 def gelu(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
