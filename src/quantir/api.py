@@ -30,6 +30,7 @@ from .quantize.config import Config
 from .quantize.data import as_dataset
 from .quantize.health import check as check_health
 from .quantize.lower import lower
+from .quantize.naming import integer_name
 from .quantize.patterns import Annotation, annotate
 from .quantize.solver import ActParams, solve
 from .report.layers import LayerError, compare
@@ -225,14 +226,14 @@ def _layer_errors(result: Result) -> list[LayerError]:
     int_fn = result.module.main
     names = [r.output.name_hint for r in regions]
     qnames = {v.name_hint for op in int_fn.ops for v in op.results}
-    wanted = [n for n in names if f"{n}__q" in qnames]
+    wanted = [n for n in names if integer_name(n) in qnames]
     engine = make_engine(fn, wanted, result.config.engine)   # float side: the fast executor
     errors: dict[str, list] = {n: [] for n in wanted}
     for batch in kept:
         ref = engine.run(batch)
-        got = run(int_fn, batch, intermediates=[f"{n}__q" for n in wanted])
+        got = run(int_fn, batch, intermediates=[integer_name(n) for n in wanted])
         for n in wanted:
-            errors[n].append((ref[n], got[f"{n}__q"]))
+            errors[n].append((ref[n], got[integer_name(n)]))
     by_name = {r.output.name_hint: r for r in regions}
     out = []
     for n in wanted:

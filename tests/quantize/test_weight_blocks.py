@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from quantir.numerics import quantize_weights, symmetric_weight_qparams
-from quantir.quantize import solver
+from quantir.quantize import params as solver   # the weight math (blocks) lives in params
 from quantir.quantize.solver import WeightParams, dequantized, quantized_weights, weight_error_output
 
 

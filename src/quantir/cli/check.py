@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
         from ..quantize.check_qdq import check_qdq
         report = check_qdq(load_onnx(args.model, optimize=False, keep_qdq=True))
     elif Path(args.model).suffix == ".tflite":
-        from ..quantize.check import check_tflite   # also what LiteRT refuses in the file itself
+        from ..backends.tflite.check import check_tflite   # also what LiteRT refuses in the file itself
         report = check_tflite(args.model)
     else:
         report = check_module(load(args.model))

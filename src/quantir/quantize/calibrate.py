@@ -15,25 +15,28 @@ bias correction is on (``Config.bias_correction``): the solver needs each tap's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import CalibrationError, QuantirError
-from ..ir import Function, Operation, Value
-from ..ir.dialects import arith
-from ..ir.dialects.nn_conv import window_geometry
+from ..errors import CalibrationError
+from ..ir import Function, Value
+from ..ir.names import input_names
 from ..types import FloatType, TensorType
 from .config import Config
 from .data import DatasetManager, InputSpec
 from .methods import METHODS, Method, MinMaxOptions, Range, compute_range
-from .observers import HistogramObserver, MinMaxObserver, Observer, SampleMeanObserver
-from .patterns import Annotation, Region
+from .observers import HistogramObserver, InputObserver, MinMaxObserver, Observer, SampleMeanObserver
+from .params import ActParams, WeightParams
+from .regions import Annotation, Region, constant_array, conv_window, weighted_input  # noqa: F401 (named here too)
 
-if TYPE_CHECKING:   # the solver, the lowering and the health checks import this module; annotations only
-    from .health import InputObserver
-    from .lower import IntegerTrace
-    from .solver import ActParams, WeightParams
+
+class RegionTrace(Protocol):
+    """The integer graph evaluated region by region (``trace.IntegerTrace``, which imports this module)."""
+
+    def inputs(self, region: Region) -> list: ...
+
+    def output(self, region: Region, candidate: tuple[float, float]) -> list: ...
 
 
 def ensure_names(fn: Function) -> None:
@@ -52,34 +55,7 @@ def ensure_names(fn: Function) -> None:
 
 
 def input_specs(fn: Function) -> list[InputSpec]:
-    from ..runtime.interpreter import input_names
     return [InputSpec(name, arg.type) for name, arg in zip(input_names(fn), fn.arguments)]
-
-
-def constant_array(v: Value) -> np.ndarray | None:
-    """The array of a value produced by ``arith.constant``, else None."""
-    op = getattr(v, "op", None)
-    if op is not None and op.opdef is arith.CONSTANT:
-        return getattr(op.attributes.get("value"), "array", None)
-    return None
-
-
-WEIGHTED_PATTERNS = ("conv", "gemm", "matmul_bias")   # patterns with constant weights and a bias
-
-
-def weighted_input(region: Region) -> Value | None:
-    """The activation input of a conv/FC region (None for other regions)."""
-    return region.match["x"] if region.pattern.name in WEIGHTED_PATTERNS else None
-
-
-def conv_window(op: Operation, kernel: Sequence[int]) -> dict:
-    """Strides, pads ``(begin..., end...)`` and dilations of a conv/pool op, as LiteRT needs them."""
-    spatial = op.operands[0].type.shape[2:]
-    g = window_geometry(spatial, kernel, {k: op.attr(k) for k in ("strides", "pads", "dilations", "auto_pad")},
-                        ceil_mode=bool(op.attr("ceil_mode")) if "ceil_mode" in op.opdef.attributes else False)
-    if any(p is None for p in g.pads_begin + g.pads_end):
-        raise QuantirError(f"'{op.label or op.name}': padding depends on a dynamic spatial size")
-    return {"strides": g.strides, "pads": tuple(g.pads_begin) + tuple(g.pads_end), "dilations": g.dilations}
 
 
 def observed_values(annotation: Annotation) -> list[Value]:
@@ -109,7 +85,7 @@ class Statistics:
     make_engine: "EngineFactory | None" = None
     means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
     kept_means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
-    inputs: "dict[str, InputObserver]" = field(default_factory=dict)   # per model input (health checks)
+    inputs: dict[str, InputObserver] = field(default_factory=dict)   # per model input (health checks)
 
     def range(self, value: Value, config: Config) -> Range:
         obs = self.observers[value]
@@ -154,7 +130,6 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected}
     kept_means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected} \
         if config.bias_correction == "empirical" else {}
-    from .health import InputObserver   # health imports this module
     engine = make_engine(fn, list({v.name_hint: None for v in [*values, *corrected]}), config.engine)
     specs = input_specs(fn)
     inputs = {s.name: InputObserver(s.name) for s in specs}
@@ -195,7 +170,8 @@ def _progress(config: Config, dataset: DatasetManager):
         from tqdm import tqdm
     except ImportError:
         return None
-    total = dataset.num_samples if config.max_samples is None else min(config.max_samples, dataset.num_samples or config.max_samples)
+    total = dataset.num_samples if config.max_samples is None else \
+        min(config.max_samples, dataset.num_samples or config.max_samples)
     return tqdm(total=total, desc="calibrating", unit="sample", leave=False)
 
 
@@ -258,8 +234,8 @@ class CalibrationInfo:
     statistics: Statistics
     config: Config
     _fn: Function
-    params: "Mapping[Value, ActParams | WeightParams]" = field(default_factory=dict)   # decided so far
-    _trace: "IntegerTrace | None" = None
+    params: Mapping[Value, ActParams | WeightParams] = field(default_factory=dict)   # decided so far
+    _trace: RegionTrace | None = None
 
     def _run(self, values: Sequence[Value]) -> list[np.ndarray]:
         engine = self.statistics.make_engine(self._fn, [v.name_hint for v in values], "interpreter")
@@ -276,14 +252,14 @@ class CalibrationInfo:
         return self.statistics.range(self.region.output, self.config)
 
     # -- the integer graph (RFC: quantized layer inputs and outputs) --------------------------
-    def _integer(self) -> "IntegerTrace":
+    def _integer(self) -> RegionTrace:
         if self._trace is None or not self.statistics.kept:
             raise CalibrationError(
                 f"region '{self.region.label}': quantized values need the kept calibration samples and the "
                 "solver's integer trace; call the callback through quantir.quantize.solver.solve")
         return self._trace
 
-    def input_params(self) -> list["ActParams"]:
+    def input_params(self) -> list[ActParams]:
         """The parameters of each input as the integer graph holds it (decided so far)."""
         return [self.params[v] for v in self.region.inputs]
 

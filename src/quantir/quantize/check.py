@@ -1,241 +1,50 @@
-"""Spec views of quantir's integer IR, for ``spec.check`` (``quantir check``).
+"""``quantir check`` on quantir's integer IR: each op's spec view, checked against the table.
 
-Each ``qnn`` op (and each quantized data-movement op) becomes a format-neutral
-``spec.QuantizedOp`` with its LiteRT kind. Weight axes are mapped from quantir's layout to
-TFLite's: conv OIHW dim 0 → CONV_2D dim 0; depthwise [C, 1, KH, KW] dim 0 → DEPTHWISE_CONV_2D
-dim 3 (its TFLite filter is [1, KH, KW, C]); FC [C_out, K] dim 0 → dim 0.
+Every op that carries quantized tensors must be declared (``quantize.ops``): a declared op is
+viewed by its declaration (its LiteRT kind, weight axes in TFLite's terms) and checked against
+its spec row and its declared IR limits; an op with quantized tensors that no declaration knows
+is reported as one quantir cannot check, never skipped. The quant casts are checked through
+the ops around them (a ``quant.qcast`` is LiteRT's QUANTIZE).
 """
 from __future__ import annotations
 
-import numpy as np
+from ..ir import Function, Module, Operation
+from ..ir.dialects import quant
+from ..types import QuantizedType
+from . import ops, spec
+from .views import plain_view, qparams_of  # noqa: F401  (the IR's spec views)
 
-from ..errors import QuantirError
-from ..ir import Function, Module, Operation, Value
-from ..ir.dialects import nn, qnn, quant
-from ..types import QuantizedType, TensorType, UniformQuantizedPerAxisType, UniformQuantizedType
-from . import spec
-
-_KINDS = {
-    qnn.FULLY_CONNECTED: "FULLY_CONNECTED", qnn.ADD: "ADD", qnn.SUB: "SUB", qnn.MUL: "MUL",
-    qnn.AVERAGE_POOL: "AVERAGE_POOL_2D", qnn.MAX_POOL: "MAX_POOL_2D", qnn.MEAN: "MEAN",
-    qnn.CONCAT: "CONCATENATION", qnn.PAD: "PAD", qnn.RESIZE_BILINEAR: "RESIZE_BILINEAR",
-    qnn.RESIZE_NEAREST: "RESIZE_NEAREST_NEIGHBOR", qnn.SOFTMAX: "SOFTMAX", qnn.LOGISTIC: "LOGISTIC",
-    qnn.TANH: "TANH", qnn.HARD_SWISH: "HARD_SWISH",
-    qnn.LEAKY_RELU: "LEAKY_RELU", qnn.CLAMP: "RELU", qnn.REQUANTIZE: "QUANTIZE",
-    nn.RESHAPE: "RESHAPE", nn.FLATTEN: "RESHAPE", nn.TRANSPOSE: "TRANSPOSE", nn.SQUEEZE: "SQUEEZE",
-    nn.UNSQUEEZE: "EXPAND_DIMS", nn.SLICE: "STRIDED_SLICE",
-}
+# casts the spec has no row for: a scast reinterprets storage, a dcast is LiteRT's DEQUANTIZE of
+# a tensor its producer's row already checked
+_THROUGH_NEIGHBOURS = (quant.SCAST, quant.DCAST)
 
 
-def qparams_of(v: Value, axis_map: dict[int, int] | None = None) -> spec.QParams | None:
-    t = v.type
-    q = t.element_type if isinstance(t, TensorType) else t
-    if not isinstance(q, QuantizedType):
-        return spec.QParams(str(getattr(q, "numpy_dtype", q)))
-    dtype = f"{'int' if q.is_signed else 'uint'}{q.storage_width}"
-    values = quant.stored_constant(v)
-    if isinstance(q, UniformQuantizedPerAxisType):
-        axis = q.quantized_dimension
-        return spec.QParams(dtype, np.asarray(q.scales), np.asarray(q.zero_points),
-                            axis=(axis_map or {}).get(axis, axis), values=values)
-    if isinstance(q, UniformQuantizedType):
-        return spec.QParams(dtype, np.float64(q.scale), np.int64(q.zero_point), values=values)
-    return spec.QParams(dtype)
-
-
-def _is_depthwise(op: Operation) -> bool:
-    w = op.operands[1].type
-    x = op.operands[0].type
-    return (w.is_ranked and x.is_ranked and w.shape[1] == 1 and (op.attr("group") or 1) == x.shape[1]
-            and x.shape[1] not in (None, 1))
+def _carries_quantized(op: Operation) -> bool:
+    return any(isinstance(getattr(v.type, "element_type", None), QuantizedType) or
+               isinstance(v.type, QuantizedType) for v in [*op.operands, *op.results])
 
 
 def view(op: Operation) -> spec.QuantizedOp | None:
-    if op.opdef is qnn.CONV:
-        depthwise = _is_depthwise(op)
-        kind = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
-        # IR OIHW -> TFLite OHWI (conv) or [1, KH, KW, C] (depthwise): report axes in TFLite's terms
-        axis_map = {0: 3, 1: 0, 2: 1, 3: 2} if depthwise else {0: 0, 1: 3, 2: 1, 3: 2}
-        inputs = [qparams_of(op.operands[0]), qparams_of(op.operands[1], axis_map)]
-        inputs += [qparams_of(v) for v in op.operands[2:]]
-    elif op.opdef in _KINDS:
-        if op.opdef in qnn.DATA_MOVEMENT and not isinstance(getattr(op.results[0].type, "element_type", None),
-                                                             QuantizedType):
-            return None
-        kind = _KINDS[op.opdef]
-        inputs = [qparams_of(v) for v in op.operands]
-    elif op.opdef is quant.QCAST:
-        kind, inputs = "QUANTIZE", [None]
-    else:
+    """The spec view of ``op`` (None: nothing to check, or no declaration)."""
+    decl = ops.declaration_for(op.opdef)
+    if decl is None:
         return None
-    return spec.QuantizedOp(kind, op.label or op.name, tuple(inputs), tuple(qparams_of(r) for r in op.results))
-
-
-def _softmax_limit(op: Operation) -> str | None:
-    """SOFTMAX's Prepare needs beta · input scale · 2**26 above 1; LiteRT aborts the process otherwise."""
-    x = op.operands[0].type
-    q = x.element_type if isinstance(x, TensorType) else None
-    if not isinstance(q, UniformQuantizedType):
-        return None
-    beta = float(np.float32(op.attr("beta")))
-    real = beta * float(np.float32(q.scale)) * 2.0 ** 26
-    if real > 1.0:
-        return None
-    return (f"beta × input scale × 2**26 must be above 1, found beta {beta:g} and input scale {q.scale:g}: LiteRT's "
-            f"SOFTMAX aborts the process on it and quantir cannot run it (a softmax has beta 1)")
+    if decl.view is not None:
+        return decl.view(op)
+    return plain_view(op, decl.builtin.name)
 
 
 def check_module(module: Module | Function) -> spec.CheckReport:
     fn = module.main if isinstance(module, Module) else module
     report = spec.check([v for v in (view(op) for op in fn.ops) if v is not None])
     for op in fn.ops:
-        message = _softmax_limit(op) if op.opdef is qnn.SOFTMAX else None
-        if message:
-            report.violations.append(spec.Violation(op.label or op.name, "SOFTMAX", "options", message))
-        if op.opdef is qnn.LEAKY_RELU and not np.isfinite(float(op.attr("alpha"))):
-            report.violations.append(spec.Violation(
-                op.label or op.name, "LEAKY_RELU", "options",
-                f"alpha must be finite, found {float(op.attr('alpha'))}: LiteRT's multiplier is undefined with it"))
-    return report
-
-
-# -- what LiteRT's interpreter refuses in a .tflite file, or crashes on ----------------------------
-# Measured with ai-edge-litert 2.3 (BUILTIN_REF) on one-op models per supported op: LiteRT loads schema
-# version 3 only, no tensor with a negative dim in its shape, and the operator versions in
-# _MAX_VERSION; it refuses to run an operator reading a tensor nothing gives data to; each kernel's
-# Prepare checks its input count; an omitted input (-1) is refused
-# ("was optional but was expected") except FULLY_CONNECTED's bias and PADV2's pad value, and makes
-# SQUEEZE, STRIDED_SLICE, TRANSPOSE and a two-input RESHAPE segfault; ops whose options are missing
-# (or of another type: LiteRT then reads none) get zeros, which SOFTMAX aborts on (beta 0) and the
-# conv and pool kernels refuse (stride 0). quantir imports such files (it ignores extra inputs and
-# defaults missing options), so `quantir check` must say it.
-_ARITY: dict[str, tuple[int, int]] = {
-    **{k: (1, 1) for k in ("AVERAGE_POOL_2D", "MAX_POOL_2D", "DEQUANTIZE", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU",
-                           "LOGISTIC", "RELU", "RELU6", "RELU_N1_TO_1", "SOFTMAX", "SQUEEZE", "TANH")},
-    **{k: (2, 2) for k in ("ADD", "SUB", "MUL", "EXPAND_DIMS", "MEAN", "TRANSPOSE", "RESIZE_BILINEAR",
-                           "RESIZE_NEAREST_NEIGHBOR")},
-    "SLICE": (3, 3), "STRIDED_SLICE": (4, 4), "PAD": (2, 3), "PADV2": (2, 3), "FULLY_CONNECTED": (2, 3),
-    "CONV_2D": (3, 3),   # int8 CONV_2D needs its bias (conv.cc: has_bias); DEPTHWISE_CONV_2D does not
-    "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
-}
-_MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
-_INT16_MAX = (1 << 15) - 1   # the conv kernels' bound on strides and dilations
-# The operator versions BUILTIN_REF registers (ai-edge-litert 2.3, measured): LiteRT refuses to load
-# a model with a higher version ("Didn't find op for builtin opcode").
-_MAX_VERSION = {
-    "ADD": 5, "AVERAGE_POOL_2D": 3, "CONCATENATION": 7, "CONV_2D": 8, "DEPTHWISE_CONV_2D": 6, "DEQUANTIZE": 9,
-    "EXPAND_DIMS": 1, "FULLY_CONNECTED": 14, "HARD_SWISH": 1, "LEAKY_RELU": 2, "LOGISTIC": 3, "MAX_POOL_2D": 3,
-    "MEAN": 3, "MUL": 7, "PAD": 6, "PADV2": 6, "QUANTIZE": 6, "RELU": 3, "RELU6": 3, "RELU_N1_TO_1": 1,
-    "RESHAPE": 1, "RESIZE_BILINEAR": 4, "RESIZE_NEAREST_NEIGHBOR": 4, "SLICE": 8, "SOFTMAX": 3, "SQUEEZE": 1,
-    "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3, "TRANSPOSE": 8,
-}
-_OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
-_NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",
-                  "MAX_POOL_2D": "refuses it (stride 0)", "CONV_2D": "refuses it (stride 0)",
-                  "DEPTHWISE_CONV_2D": "refuses it (dilation 0)"}
-
-
-def _tensor_refusals(model, t) -> list[tuple[str, str]]:
-    """What LiteRT's InterpreterBuilder refuses in one tensor: its shape, its quantization, its buffer."""
-    from ..backends.tflite.schema import NUMPY_DTYPES
-    found = []
-    if any(d < 0 for d in t.shape):
-        found.append(("shape", f"{list(t.shape)} has a negative dimension (a dynamic one is -1 in "
-                               f"shape_signature, never in shape)"))
-    q = t.quantization
-    if q is not None and q.scale:
-        axis, rank = q.quantized_dimension, len(t.shape)
-        if axis < 0 or (rank and axis >= rank):
-            found.append(("quantization", f"quantized_dimension {axis} is outside [0, {rank})"))
-    data = model.buffers[t.buffer] if 0 <= t.buffer < len(model.buffers) else b""
-    if data and t.type in NUMPY_DTYPES and not any(d < 0 for d in t.shape):
-        need = int(np.prod(t.shape, dtype=np.float64)) * NUMPY_DTYPES[t.type].itemsize
-        if len(data) < need:
-            found.append(("buffer", f"buffer {t.buffer} holds {len(data)} bytes, shape {list(t.shape)} of "
-                                    f"{t.type.name} needs {need}"))
-    return found
-
-
-def litert_file_violations(model) -> list[spec.Violation]:
-    """What LiteRT refuses to load or crashes on in a parsed .tflite ``model``
-    (:class:`~quantir.backends.tflite.model.Model`), in the file's own terms."""
-    from ..backends.tflite.schema import OPERATOR_OPTIONS, SCHEMA_VERSION, BuiltinOperator
-
-    found: list[spec.Violation] = []
-    if model.version != SCHEMA_VERSION:
-        found.append(spec.Violation("model", "SCHEMA", "version",
-                                    f"LiteRT loads schema version {SCHEMA_VERSION} only, found {model.version}"))
-    for code in model.operator_codes:
-        top = _MAX_VERSION.get(code.name)
-        if code.version < 1 or (top is not None and code.version > top):
-            have = "version 1 only" if top == 1 else f"versions 1 to {top}" if top else "versions from 1"
-            found.append(spec.Violation(code.name, code.name, "operator code",
-                                        f"LiteRT's reference kernels have {have} of {code.name}, found version "
-                                        f"{code.version}: LiteRT refuses to load the model"))
-    for sg in model.subgraphs[:1]:
-        for t in sg.tensors:
-            for where, message in _tensor_refusals(model, t):
-                found.append(spec.Violation(t.name, "TENSOR", where, message + ": LiteRT refuses to load the model"))
-        # a tensor an operator reads must be a graph input, a constant, or written by an earlier operator
-        available = set(sg.inputs) | {i for i, t in enumerate(sg.tensors)
-                                      if t.is_variable or (0 <= t.buffer < len(model.buffers) and model.buffers[t.buffer])}
-        for op in sg.operators:
-            kind = model.operator_name(op)
-            out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind
-            for i, idx in enumerate(op.inputs):
-                if 0 <= idx < len(sg.tensors) and idx not in available:
-                    found.append(spec.Violation(out, kind, f"input {i}",
-                                                f"reads '{sg.tensors[idx].name}', which is neither a graph input, a "
-                                                f"constant, nor written by an earlier operator: LiteRT refuses to run "
-                                                f"the model (the tensor lacks data)"))
-            available.update(op.outputs)
-        for op in sg.operators:
-            kind = model.operator_name(op)
-            out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind
-
-            def flag(where: str, message: str) -> None:
-                found.append(spec.Violation(out, kind, where, message))
-
-            lo, hi = _ARITY.get(kind, (0, 1 << 30))
-            n = len(op.inputs)
-            if not lo <= n <= hi:
-                want = f"{lo}" if lo == hi else f"{lo} or {hi}" if hi == lo + 1 else f"at least {lo}"
-                flag("inputs", f"LiteRT's {kind} takes {want} inputs and refuses the model, found {n}")
-            for i, idx in enumerate(op.inputs):
-                if idx < 0 and (kind, i) not in _MAY_OMIT:
-                    effect = ("crashes (segmentation fault)" if kind in _OMIT_CRASHES else "refuses the model")
-                    flag(f"input {i}", f"is omitted (tensor index {idx}); LiteRT's {kind} needs it and {effect}")
-            try:
-                expected = OPERATOR_OPTIONS.get(BuiltinOperator(model.operator_codes[op.opcode_index].builtin_code))
-            except ValueError:
-                expected = None
-            if kind in ("CONV_2D", "DEPTHWISE_CONV_2D") and expected is not None and isinstance(op.options, expected):
-                for field in ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor"):
-                    if getattr(op.options, field) > _INT16_MAX:   # conv.cc / depthwise_conv.cc Prepare
-                        flag("options", f"{field} must be at most {_INT16_MAX}, found {getattr(op.options, field)}: "
-                                        f"LiteRT refuses the model")
-            if kind in _NEEDS_OPTIONS and expected is not None and not isinstance(op.options, expected):
-                found_text = "none" if op.options is None else type(op.options).__name__
-                flag("options", f"needs {expected.__name__}, found {found_text}: LiteRT reads zeros and "
-                                f"{_NEEDS_OPTIONS[kind]}")
-    return found
-
-
-def check_tflite(path: str) -> spec.CheckReport:
-    """``quantir check`` on a .tflite file: the file's own LiteRT refusals, then the spec table on
-    the imported IR (whose import refuses what quantir cannot represent, with a typed error)."""
-    from ..backends.tflite.reader import load_model
-    from ..frontends.tflite import CONVERTERS
-    from ..frontends.tflite.importer import Importer
-
-    model = load_model(path)
-    file_level = litert_file_violations(model)
-    try:
-        report = check_module(Importer(model, 0, str(path), CONVERTERS).run().module)
-    except QuantirError as e:
-        if not file_level:
-            raise
-        # say what LiteRT would do with the file, and why quantir cannot read it either
-        report = spec.CheckReport(violations=[spec.Violation("model", "IMPORT", "quantir", e.message)])
-    report.violations[:0] = file_level
+        decl = ops.declaration_for(op.opdef)
+        if decl is None:
+            if _carries_quantized(op) and op.opdef not in _THROUGH_NEIGHBOURS:
+                report.unknown.append(op.name)   # quantized tensors quantir has no rule for
+            continue
+        for limit in decl.ir_limits:
+            message = limit(op)
+            if message:
+                report.violations.append(spec.Violation(op.label or op.name, decl.builtin.name, "options", message))
     return report

@@ -14,17 +14,19 @@ import numpy as np
 
 from ..ir import Function, Module, Operation, Value
 from ..ir.dialects import arith, nn
-from . import spec
+from . import ops, spec
 
-_KINDS = {
-    nn.CONV: "CONV_2D", nn.GEMM: "FULLY_CONNECTED", nn.MATMUL: "FULLY_CONNECTED", nn.ADD: "ADD",
-    nn.SUB: "SUB", nn.MUL: "MUL", nn.CONCAT: "CONCATENATION", nn.MAX_POOL: "MAX_POOL_2D",
-    nn.AVERAGE_POOL: "AVERAGE_POOL_2D", nn.GLOBAL_AVERAGE_POOL: "MEAN", nn.REDUCE_MEAN: "MEAN",
-    nn.SOFTMAX: "SOFTMAX", nn.UNARY["sigmoid"]: "LOGISTIC", nn.UNARY["tanh"]: "TANH",
-    nn.UNARY["hard_swish"]: "HARD_SWISH", nn.UNARY["leaky_relu"]: "LEAKY_RELU", nn.RESHAPE: "RESHAPE",
-    nn.FLATTEN: "RESHAPE", nn.TRANSPOSE: "TRANSPOSE", nn.PAD: "PAD", nn.SLICE: "STRIDED_SLICE",
-    nn.RESIZE: "RESIZE_BILINEAR",   # RESIZE_NEAREST_NEIGHBOR in mode nearest (``views``)
-}
+def _kinds() -> dict:
+    """The float op a QDQ model shows each declared op as -> its LiteRT kind. A Resize is
+    RESIZE_BILINEAR here and RESIZE_NEAREST_NEIGHBOR in mode nearest (``views``)."""
+    kinds = {}
+    for decl in ops.DECLARATIONS.values():
+        for opdef in decl.qdq_ops:
+            kinds.setdefault(opdef, decl.builtin.name)
+    return kinds
+
+
+_KINDS = _kinds()
 _DTYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", np.dtype(np.int16): "int16",
            np.dtype(np.int32): "int32"}
 

@@ -59,8 +59,8 @@ class DatasetManager:
         if static:
             batch_size = min(static)
             if batch_size == 0:   # every batch would be empty: nothing to observe, and no progress
-                raise CalibrationError(f"the model's batch dimension is fixed at 0 (input "
-                                       f"{', '.join(repr(i.name) for i in inputs if i.type.shape and i.type.shape[0] == 0)}"
+                empty = ", ".join(repr(i.name) for i in inputs if i.type.shape and i.type.shape[0] == 0)
+                raise CalibrationError(f"the model's batch dimension is fixed at 0 (input {empty}"
                                        f"): no calibration sample can be fed; give the input a batch of 1 or more")
         seen = 0
         pending: list[Feeds] = []

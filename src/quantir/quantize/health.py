@@ -29,76 +29,17 @@ import numpy as np
 from ..errors import quote_name
 from ..ir import Function, Value
 from ..numerics.qparams import NEAR_ZERO_TOLERANCE, symmetric_weight_qparams
-from .calibrate import Statistics, constant_array, weighted_input
+from .calibrate import Statistics
 from .config import Config
-from .patterns import Annotation, Region
+from .observers import InputObserver  # noqa: F401  (the calibration inputs' observer; named here too)
+from .params import ActParams, WeightParams, region_weights, weight_params
+from .regions import Annotation, Region, constant_array, weighted_input
 
 FEW_SAMPLES = 16          # below this many samples, ranges are a guess
 _LISTED = 8               # names listed per warning; the rest are counted
 _F32_TINY = float(np.finfo(np.float32).tiny)   # below this a float32 is subnormal
 NEGLIGIBLE = 1e-4         # a weight channel this far below the tensor's largest is as good as zero
 GIVE_REAL = "give real samples (a few hundred representative inputs, preprocessed as at inference)"
-
-
-class InputObserver:
-    """What one calibration input looks like across samples, batch by batch, in O(one sample).
-
-    Keeps the first sample, whether every later sample equals it, whether every sample is
-    constant within itself, and the largest magnitude seen.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.num_samples = 0
-        self.first: np.ndarray | None = None
-        self.identical = True          # every sample equals the first
-        self.constant_each = True      # every sample holds one value
-        self.lo = np.inf               # smallest and largest value seen
-        self.hi = -np.inf
-        self.is_float = True
-
-    @property
-    def amax(self) -> float:
-        """The largest magnitude seen (0 before any sample)."""
-        return max(abs(self.lo), abs(self.hi)) if self.num_samples else 0.0
-
-    def update(self, batch: np.ndarray) -> None:
-        a = np.asarray(batch)
-        if not np.issubdtype(a.dtype, np.floating):
-            self.is_float = False
-            return
-        if a.ndim == 0 or a.shape[0] == 0:
-            return
-        rows = a.reshape(a.shape[0], -1)
-        if rows.shape[1] == 0:
-            return
-        if self.first is None:
-            self.first = rows[0].copy()
-        if self.identical:
-            self.identical = bool(np.array_equal(rows, np.broadcast_to(self.first, rows.shape)))
-        lo, hi = rows.min(axis=1), rows.max(axis=1)
-        self.constant_each = self.constant_each and bool(np.array_equal(lo, hi))
-        self.lo, self.hi = min(self.lo, float(lo.min())), max(self.hi, float(hi.max()))
-        self.num_samples += rows.shape[0]
-
-    def problem(self) -> str | None:
-        """What is wrong with this input's samples, or None."""
-        if not self.is_float or self.first is None:
-            return None
-        n = f"{self.num_samples} sample{'s' if self.num_samples != 1 else ''}"
-        if self.amax == 0.0:
-            return f"calibration input {quote_name(self.name)} is all zeros in every one of its {n}"
-        if self.amax <= NEAR_ZERO_TOLERANCE:
-            return (f"calibration input {quote_name(self.name)} stays within ±{self.amax:.3g} in all {n} "
-                    "(below int8's smallest range, 1e-6: it quantizes to zeros)")
-        if self.lo == self.hi:
-            return f"calibration input {quote_name(self.name)} is the constant {self.lo:.6g} in every one of its {n}"
-        if self.identical and self.num_samples > 1:
-            return f"calibration input {quote_name(self.name)}: all {n} are identical (each equals the first)"
-        if self.constant_each:
-            return (f"calibration input {quote_name(self.name)}: every one of its {n} is constant within itself "
-                    f"(one value per sample, from {self.lo:.6g} to {self.hi:.6g})")
-        return None
 
 
 @dataclass
@@ -137,7 +78,6 @@ def activation_warnings(fn: Function, statistics: Statistics, params: Mapping = 
                         ) -> list[str]:
     """Observed tensors (not graph inputs) that are constant, or vanishing, on every sample; and
     tensors whose values vary but whose calibrated range (the method's, or a callback's) is zero."""
-    from .solver import ActParams   # the solver imports calibrate, as we do
     args = {id(a) for a in fn.arguments}
     constant, vanishing, collapsed = [], [], []
     for v, observers in statistics.observers.items():
@@ -181,7 +121,6 @@ def _producer(v: Value) -> str:
 
 def weight_warnings(annotation: Annotation, params: Mapping, config: Config) -> list[str]:
     """Conv/FC weights that quantize to all zeros, wholly or in channels that are not zero in float."""
-    from .solver import WeightParams, region_weights, weight_params   # the solver imports calibrate, as we do
     out = []
     seen: set[int] = set()
     for region in annotation.regions:
@@ -213,7 +152,8 @@ def weight_problem(region: Region, w: np.ndarray, scale: np.ndarray, per_channel
     zero_q = amax / np.broadcast_to(scale, amax.shape) < 0.5
     lost = zero_q & (amax > NEGLIGIBLE * amax.max(initial=0.0))
     c = w.shape[0]
-    name = f"weight {quote_name(region.match.values['w'].name_hint)} of {quote_name(region.label)} ({region.pattern.kind})"
+    name = (f"weight {quote_name(region.match.values['w'].name_hint)} of {quote_name(region.label)} "
+            f"({region.pattern.kind})")
     if zero_q.all():
         if not amax.any():
             why = "it is all zeros in the model"

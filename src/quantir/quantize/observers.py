@@ -70,7 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantir.errors import CalibrationError
+from quantir.errors import CalibrationError, quote_name
+from quantir.numerics.qparams import NEAR_ZERO_TOLERANCE
 
 __all__ = [
     "Observer",
@@ -703,3 +704,64 @@ class SampleMeanObserver(Observer):
     def range(self) -> tuple[float, float]:
         m = self.mean
         return float(m.min()), float(m.max())
+
+
+class InputObserver:
+    """What one calibration input looks like across samples, batch by batch, in O(one sample).
+
+    Keeps the first sample, whether every later sample equals it, whether every sample is
+    constant within itself, and the largest magnitude seen.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.num_samples = 0
+        self.first: np.ndarray | None = None
+        self.identical = True          # every sample equals the first
+        self.constant_each = True      # every sample holds one value
+        self.lo = np.inf               # smallest and largest value seen
+        self.hi = -np.inf
+        self.is_float = True
+
+    @property
+    def amax(self) -> float:
+        """The largest magnitude seen (0 before any sample)."""
+        return max(abs(self.lo), abs(self.hi)) if self.num_samples else 0.0
+
+    def update(self, batch: np.ndarray) -> None:
+        a = np.asarray(batch)
+        if not np.issubdtype(a.dtype, np.floating):
+            self.is_float = False
+            return
+        if a.ndim == 0 or a.shape[0] == 0:
+            return
+        rows = a.reshape(a.shape[0], -1)
+        if rows.shape[1] == 0:
+            return
+        if self.first is None:
+            self.first = rows[0].copy()
+        if self.identical:
+            self.identical = bool(np.array_equal(rows, np.broadcast_to(self.first, rows.shape)))
+        lo, hi = rows.min(axis=1), rows.max(axis=1)
+        self.constant_each = self.constant_each and bool(np.array_equal(lo, hi))
+        self.lo, self.hi = min(self.lo, float(lo.min())), max(self.hi, float(hi.max()))
+        self.num_samples += rows.shape[0]
+
+    def problem(self) -> str | None:
+        """What is wrong with this input's samples, or None."""
+        if not self.is_float or self.first is None:
+            return None
+        n = f"{self.num_samples} sample{'s' if self.num_samples != 1 else ''}"
+        if self.amax == 0.0:
+            return f"calibration input {quote_name(self.name)} is all zeros in every one of its {n}"
+        if self.amax <= NEAR_ZERO_TOLERANCE:
+            return (f"calibration input {quote_name(self.name)} stays within ±{self.amax:.3g} in all {n} "
+                    "(below int8's smallest range, 1e-6: it quantizes to zeros)")
+        if self.lo == self.hi:
+            return f"calibration input {quote_name(self.name)} is the constant {self.lo:.6g} in every one of its {n}"
+        if self.identical and self.num_samples > 1:
+            return f"calibration input {quote_name(self.name)}: all {n} are identical (each equals the first)"
+        if self.constant_each:
+            return (f"calibration input {quote_name(self.name)}: every one of its {n} is constant within itself "
+                    f"(one value per sample, from {self.lo:.6g} to {self.hi:.6g})")
+        return None

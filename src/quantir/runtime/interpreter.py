@@ -30,11 +30,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import QuantirError, ResourceError, ShapeError, UnsupportedOpError
-from ..ir import Function, Module, Operation, StringAttr, Value
+from ..ir import Function, Module, Operation, Value
+from ..ir.names import input_names, output_names  # noqa: F401  (part of this module's API)
 from ..ir.dialects import func, nn
 from ..ir.dialects.nn_base import element_dtype
 from ..types import TensorType
-from .kernels import kernel_for
+from .kernels import kernel_for as float_kernel_for
 from .kernels.limits import DEFAULT_MAX_TENSOR_BYTES, check_allocation, result_what, tensor_limit
 
 
@@ -49,19 +50,14 @@ class FeedTypeError(QuantirError, TypeError):
     """A feed whose dtype differs from the input's element type."""
 
 
-def input_names(fn: Function) -> list[str]:
-    return [_attr_name(fn.arg_attrs[i] if i < len(fn.arg_attrs) else {}, f"arg{i}")
-            for i in range(len(fn.arguments))]
-
-
-def output_names(fn: Function) -> list[str]:
-    return [_attr_name(fn.res_attrs[i] if i < len(fn.res_attrs) else {}, v.name_hint or f"out{i}")
-            for i, v in enumerate(fn.outputs)]
-
-
-def _attr_name(attrs, default: str) -> str:
-    a = attrs.get("quantir.name")
-    return a.value if isinstance(a, StringAttr) else default
+def kernel_for(opdef):
+    """The kernel of ``opdef``: the float and quant-cast kernels' table, then the quantized ops'
+    declarations (each holds its integer kernel binding)."""
+    kernel = float_kernel_for(opdef)
+    if kernel is None:
+        from ..quantize import ops   # the declarations import the kernel adapters below this layer
+        kernel = ops.kernel_for(opdef)
+    return kernel
 
 
 class Interpreter:
@@ -203,7 +199,8 @@ def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: 
     without a kernel (such as an opaque ``nn.onnx_op``) and ``ResourceError`` for a tensor
     over ``max_tensor_bytes``.
     """
-    return Interpreter(module, max_tensor_bytes=max_tensor_bytes).run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
+    interpreter = Interpreter(module, max_tensor_bytes=max_tensor_bytes)
+    return interpreter.run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
 
 
 def _blas_limit(threads: int | None):

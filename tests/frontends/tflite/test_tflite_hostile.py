@@ -15,7 +15,7 @@ from quantir.backends.tflite import writer
 from quantir.backends.tflite.schema import StridedSliceOptions
 from quantir.errors import ModelFormatError, QuantirError, UnsupportedOpError
 from quantir.frontends.tflite import import_tflite
-from quantir.quantize.check import check_tflite, litert_file_violations
+from quantir.backends.tflite.check import check_tflite, litert_file_violations
 from quantir.runtime import input_names, run
 
 from .tfl_graph import OP, Graph

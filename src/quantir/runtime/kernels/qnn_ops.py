@@ -1,4 +1,4 @@
-"""Kernels of the ``qnn`` dialect and the quant casts: bind IR types to the integer kernels.
+"""Adapters from ``qnn`` ops to the integer kernels, and the quant casts' kernels.
 
 Each kernel reads scales and zero points from its op's operand and result types, runs the
 matching ``qkernels.prepare_*`` once per op (LiteRT's Prepare: multipliers, tables, checks),
@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import quote_name
 from ...ir import Operation
-from ...ir.dialects import qnn, quant
+from ...ir.dialects import quant
 from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
 from .. import qkernels as qk
 from .limits import check_allocation
@@ -104,7 +104,8 @@ def fully_connected(op: Operation, x, w, b=None):
     return out.reshape(*lead, w.shape[0])
 
 
-def _binary(prepare, kernel):
+def binary(prepare, kernel):
+    """A two-input kernel (ADD, SUB, MUL): Prepare from both inputs' and the output's parameters."""
     def run(op: Operation, a, b):
         av, bv, y = op.operands[0], op.operands[1], op.results[0]
         p = _prepare(op, lambda: prepare(_s(av), _s(bv), _s(y), _z(y), _act(op)))
@@ -112,7 +113,8 @@ def _binary(prepare, kernel):
     return run
 
 
-def _pool(prepare, kernel):
+def pool(prepare, kernel):
+    """A window kernel (MAX_POOL_2D, AVERAGE_POOL_2D) over the op's kernel_shape, strides and pads."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
         p = _prepare(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
@@ -171,7 +173,8 @@ def softmax(op: Operation, x):
     return qk.softmax(x, **p.as_kwargs())
 
 
-def _table(prepare, kernel):
+def table(prepare, kernel):
+    """A lookup-table kernel (LOGISTIC, TANH): the table is built once, at Prepare."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
         table = _prepare(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y)))
@@ -220,15 +223,6 @@ def scast(op: Operation, x):
     return x
 
 
-KERNELS = {
-    qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected, qnn.REQUANTIZE: requantize,
-    qnn.ADD: _binary(qk.prepare_add, qk.add), qnn.SUB: _binary(qk.prepare_sub, qk.sub),
-    qnn.MUL: _binary(qk.prepare_mul, qk.mul),
-    qnn.AVERAGE_POOL: _pool(qk.prepare_average_pool, qk.average_pool2d),
-    qnn.MAX_POOL: _pool(qk.prepare_max_pool, qk.max_pool2d),
-    qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,
-    qnn.RESIZE_NEAREST: resize_nearest, qnn.SOFTMAX: softmax,
-    qnn.LOGISTIC: _table(qk.prepare_logistic, qk.logistic),
-    qnn.TANH: _table(qk.prepare_tanh, qk.tanh), qnn.HARD_SWISH: hard_swish, qnn.LEAKY_RELU: leaky_relu,
-    qnn.CLAMP: clamp, quant.QCAST: qcast, quant.DCAST: dcast, quant.SCAST: scast,
-}
+# The quant dialect's casts. The integer ops' bindings are the functions above, which each op's
+# declaration (quantir.quantize.ops) names; the interpreter finds them there.
+KERNELS = {quant.QCAST: qcast, quant.DCAST: dcast, quant.SCAST: scast}

@@ -1,0 +1,23 @@
+"""The quantized ops, one declaration each, by family (see ``registry``).
+
+Importing this package declares them all. The order of the families is the order in which
+annotation tries patterns of equal priority: convolutions and fully-connected layers first
+(a MatMul + bias Add must be claimed before the Add pattern sees it), then element-wise
+arithmetic, data movement, windows, resizing and activations.
+"""
+from __future__ import annotations
+
+from . import conv, binary, shape, pool, resize, activation  # noqa: F401  (declaration order matters)
+from .registry import DECLARATIONS, Format, QuantOp, SolverRules, declaration_for, declare, patterns
+
+PATTERNS = patterns()
+
+
+def kernel_for(opdef):
+    """The interpreter binding of a declared op, or None."""
+    decl = DECLARATIONS.get(opdef)
+    return None if decl is None else decl.kernel
+
+
+__all__ = ["DECLARATIONS", "PATTERNS", "Format", "QuantOp", "SolverRules", "declaration_for", "declare",
+           "kernel_for"]

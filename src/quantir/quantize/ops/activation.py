@@ -1,0 +1,145 @@
+"""Activations and casts on one int8 tensor.
+
+- Fixed-output ops: SOFTMAX, LOGISTIC (1/256, -128) and TANH (1/128, 0); their kernels are
+  lookup tables (LOGISTIC, TANH) or LiteRT's fixed-point exp (SOFTMAX).
+- HARD_SWISH (int16 fixed point), LEAKY_RELU (two multipliers) and the standalone clamps
+  RELU / RELU6 / RELU_N1_TO_1 (``qnn.clamp``), which rescale when their parameters differ.
+- QUANTIZE: ``qnn.requantize`` (int8 -> int8) and ``quant.qcast`` (float -> int8).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Operation, Value
+from ...ir.dialects import nn, qnn, quant
+from ...rewrite import Match, Pat
+from ...runtime import qkernels as qk
+from ...runtime.kernels import qnn_ops
+from ...types import TensorType, UniformQuantizedType
+from ..builtins import BuiltinOperator as OP
+from ..lower import Lowerer
+from ..regions import QuantizerPattern, Region, clip_fusable, rank, unary
+from ..rules import ACT, ANY, FIXED, OpSpec, QuantizedOp
+from ..views import qparams_of
+from .registry import QuantOp, SolverRules, declare
+
+
+def lower_unary(opdef, **fixed_attrs):
+    """One float op -> ``opdef`` on its quantized input, with the attributes both ops name."""
+    def lower(lw: Lowerer, r: Region) -> Value:
+        op = r.match.ops.get("op") or r.match.ops["act"]
+        attrs = {k: op.attr(k) for k in opdef.attributes if k in op.opdef.attributes}
+        attrs.update(fixed_attrs)
+        if opdef is qnn.CLAMP:
+            attrs["activation"] = r.activation
+        return lw.emit(opdef.build([lw.input(r.match["x"])], [lw.out_type(r)], **attrs), op).result
+    return lower
+
+
+# -- SOFTMAX ------------------------------------------------------------------------------------------
+
+def _check_softmax(m: Match) -> str | None:
+    op = m.ops["op"]
+    r = rank(op.operands[0])
+    if r is None or op.attr("axis") not in (-1, r - 1):
+        return "only softmax over the last axis is quantized (LiteRT SOFTMAX)"
+    return None
+
+
+def softmax_beta_limit(op: Operation) -> str | None:
+    """SOFTMAX's Prepare needs beta · input scale · 2**26 above 1; LiteRT aborts the process otherwise."""
+    x = op.operands[0].type
+    q = x.element_type if isinstance(x, TensorType) else None
+    if not isinstance(q, UniformQuantizedType):
+        return None
+    beta = float(np.float32(op.attr("beta")))
+    real = beta * float(np.float32(q.scale)) * 2.0 ** 26
+    if real > 1.0:
+        return None
+    return (f"beta × input scale × 2**26 must be above 1, found beta {beta:g} and input scale {q.scale:g}: LiteRT's "
+            f"SOFTMAX aborts the process on it and quantir cannot run it (a softmax has beta 1)")
+
+
+SOFTMAX = declare(QuantOp(
+    qnn.SOFTMAX, OP.SOFTMAX, OpSpec((ACT,), FIXED(1.0 / 256.0, -128), scale_rtol=1e-3),
+    patterns=(QuantizerPattern("softmax", unary(nn.SOFTMAX), lower_unary(qnn.SOFTMAX), check=_check_softmax),),
+    kernel=qnn_ops.softmax, ir_limits=(softmax_beta_limit,), qdq_ops=(nn.SOFTMAX,)))
+
+LOGISTIC = declare(QuantOp(
+    qnn.LOGISTIC, OP.LOGISTIC, OpSpec((ACT,), FIXED(1.0 / 256.0, -128)),
+    patterns=(QuantizerPattern("sigmoid", unary(nn.UNARY["sigmoid"]), lower_unary(qnn.LOGISTIC)),),
+    kernel=qnn_ops.table(qk.prepare_logistic, qk.logistic), qdq_ops=(nn.UNARY["sigmoid"],)))
+
+TANH = declare(QuantOp(
+    qnn.TANH, OP.TANH, OpSpec((ACT,), FIXED(1.0 / 128.0, 0)),
+    patterns=(QuantizerPattern("tanh", unary(nn.UNARY["tanh"]), lower_unary(qnn.TANH)),),
+    kernel=qnn_ops.table(qk.prepare_tanh, qk.tanh), qdq_ops=(nn.UNARY["tanh"],)))
+
+
+# -- HARD_SWISH ----------------------------------------------------------------------------------------
+
+def hard_swish_limit(op: QuantizedOp) -> str | None:
+    """HARD_SWISH's Prepare takes ``s_in / (128 · s_out)`` as a multiplier below one and refuses
+    the model otherwise: an output range much narrower than the input's."""
+    x, y = (op.inputs[0] if op.inputs else None), (op.outputs[0] if op.outputs else None)
+    if x is None or y is None or x.scale is None or y.scale is None or x.per_axis or y.per_axis:
+        return None
+    ratio = float(np.float32(x.scale)) / (128.0 * float(np.float32(y.scale)))
+    if ratio >= 1.0:
+        return (f"input scale / (128 · output scale) = {ratio:.6g} must be below 1 (LiteRT's Prepare refuses it): "
+                f"the output scale must be above input scale / 128 = {float(x.scale) / 128:.6g}")
+    return None
+
+
+def hard_swish_range(lo: float, hi: float, input_scale: float) -> tuple[float, float]:
+    """An output range much narrower than the input's (say inputs down to -1000, where
+    hard-swish is 0) is widened upwards until ``s_out >= s_in / 127``: the Prepare above refuses it."""
+    need = 255.0 * input_scale / 127.0
+    return (lo, lo + need) if hi - lo < need else (lo, hi)
+
+
+HARD_SWISH = declare(QuantOp(
+    qnn.HARD_SWISH, OP.HARD_SWISH, OpSpec((ACT,), ACT, limits=(hard_swish_limit,)),
+    patterns=(QuantizerPattern("hard_swish", unary(nn.UNARY["hard_swish"]), lower_unary(qnn.HARD_SWISH)),),
+    kernel=qnn_ops.hard_swish, solver=SolverRules(output_range=hard_swish_range),
+    qdq_ops=(nn.UNARY["hard_swish"],)))
+
+
+# -- LEAKY_RELU and the clamps ---------------------------------------------------------------------------
+
+def leaky_alpha_limit(op: Operation) -> str | None:
+    alpha = float(op.attr("alpha"))
+    if np.isfinite(alpha):
+        return None
+    return f"alpha must be finite, found {alpha}: LiteRT's multiplier is undefined with it"
+
+
+LEAKY_RELU = declare(QuantOp(
+    qnn.LEAKY_RELU, OP.LEAKY_RELU, OpSpec((ACT,), ACT),
+    patterns=(QuantizerPattern("leaky_relu", unary(nn.UNARY["leaky_relu"]), lower_unary(qnn.LEAKY_RELU)),),
+    kernel=qnn_ops.leaky_relu, ir_limits=(leaky_alpha_limit,), qdq_ops=(nn.UNARY["leaky_relu"],)))
+
+CLAMP = declare(QuantOp(
+    qnn.CLAMP, OP.RELU, OpSpec((ACT,), ACT),
+    patterns=(QuantizerPattern("relu", Pat.op([nn.RELU, nn.CLIP], Pat.any("x"), name="act"),
+                               lower_unary(qnn.CLAMP), check=clip_fusable, priority=1,
+                               doc="a Relu/Clip that no conv, FC or add absorbed"),),
+    kernel=qnn_ops.clamp,
+    rows={OP.RELU6: OpSpec((ACT,), ACT), OP.RELU_N1_TO_1: OpSpec((ACT,), ACT)},
+    doc="RELU, RELU6, RELU_N1_TO_1 (by its activation), or a plain rescale"))
+
+
+# -- QUANTIZE ------------------------------------------------------------------------------------------
+
+REQUANTIZE = declare(QuantOp(
+    qnn.REQUANTIZE, OP.QUANTIZE, OpSpec((ANY,), ACT), kernel=qnn_ops.requantize,
+    doc="int8 -> int8 with other parameters: one fixed-point multiply"))
+
+
+def _qcast_view(op: Operation) -> QuantizedOp:
+    return QuantizedOp("QUANTIZE", op.label or op.name, (None,), tuple(qparams_of(r) for r in op.results))
+
+
+QCAST = declare(QuantOp(
+    quant.QCAST, OP.QUANTIZE, OpSpec((ANY,), ACT), view=_qcast_view,
+    doc="float -> int8 (LiteRT's QUANTIZE rounding); its kernel is the quant dialect's"))

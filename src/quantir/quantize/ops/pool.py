@@ -1,0 +1,84 @@
+"""Windows and reductions: LiteRT AVERAGE_POOL_2D, MAX_POOL_2D (same scale in and out) and MEAN."""
+from __future__ import annotations
+
+from ...ir import Value
+from ...ir.dialects import nn, qnn
+from ...rewrite import Match, Pat
+from ...runtime import qkernels as qk
+from ...runtime.kernels import qnn_ops
+from ..builtins import BuiltinOperator as OP
+from ..lower import Lowerer
+from ..regions import QuantizerPattern, Region, conv_window, rank, unary
+from ..rules import ACT, ANY, SAME_AS, OpSpec
+from .registry import QuantOp, SolverRules, declare
+
+MEAN_MAX_RATIO = 2.0 ** 20   # s_in / s_out: MBQM(Σ(q - zp), M', sh') then fits int32 for any count
+MARGIN = 1.0 + 2.0 ** -10    # float32 rounding of the scale must not land back on the limit
+
+
+def finest_mean_scale(input_scales: list[float]) -> float | None:
+    """MEAN's shift tops out at 30: an output scale finer than this cannot be expressed (see binary.py)."""
+    return input_scales[0] / MEAN_MAX_RATIO * MARGIN
+
+
+def _check_pool(m: Match) -> str | None:
+    op = m.ops["op"]
+    if rank(op.operands[0]) != 4:
+        return "only 2-D pooling over NCHW tensors is quantized"
+    if op.attr("ceil_mode"):
+        return "ceil_mode=1 has no LiteRT equivalent"
+    if any(d != 1 for d in (op.attr("dilations") or ())):
+        return "dilated pooling has no LiteRT equivalent"
+    if len(op.results) > 1:
+        return "MaxPool indices output is not quantizable"
+    if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and any(op.attr("pads") or ()):
+        return "AveragePool with count_include_pad=1 and padding differs from LiteRT (which skips padding)"
+    return None
+
+
+def _check_mean(m: Match) -> str | None:
+    op = m.ops["op"]
+    if op.opdef is nn.REDUCE_MEAN and not op.attr("axes"):
+        return "ReduceMean over all axes without explicit axes is not quantized"
+    return None
+
+
+def lower_pool(opdef):
+    def lower(lw: Lowerer, r: Region) -> Value:
+        op = r.match.ops["op"]
+        kernel = op.attr("kernel_shape")
+        attrs = conv_window(op, kernel)
+        x = lw.input(r.match["x"])
+        return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"],
+                                   pads=attrs["pads"]), op).result
+    return lower
+
+
+def lower_mean(lw: Lowerer, r: Region) -> Value:
+    op = r.match.ops["op"]
+    axes, keep = ((2, 3), 1) if op.opdef is nn.GLOBAL_AVERAGE_POOL else (op.attr("axes"), op.attr("keepdims"))
+    rank_ = len(op.operands[0].type.shape)
+    axes = tuple(a + rank_ if a < 0 else a for a in axes)
+    return lw.emit(qnn.MEAN.build([lw.input(r.match["x"])], [lw.out_type(r)], axes=axes, keepdims=keep), op).result
+
+
+MAX_POOL = declare(QuantOp(
+    qnn.MAX_POOL, OP.MAX_POOL_2D, OpSpec((ACT,), SAME_AS(0)),
+    patterns=(QuantizerPattern("max_pool", unary(nn.MAX_POOL), lower_pool(qnn.MAX_POOL), check=_check_pool),),
+    kernel=qnn_ops.pool(qk.prepare_max_pool, qk.max_pool2d),
+    qdq_ops=(nn.MAX_POOL,)))
+
+AVERAGE_POOL = declare(QuantOp(
+    qnn.AVERAGE_POOL, OP.AVERAGE_POOL_2D, OpSpec((ACT,), SAME_AS(0)),
+    patterns=(QuantizerPattern("average_pool", unary(nn.AVERAGE_POOL), lower_pool(qnn.AVERAGE_POOL),
+                               check=_check_pool),),
+    kernel=qnn_ops.pool(qk.prepare_average_pool, qk.average_pool2d),
+    qdq_ops=(nn.AVERAGE_POOL,)))
+
+MEAN = declare(QuantOp(
+    qnn.MEAN, OP.MEAN, OpSpec((ACT, ANY), ACT),
+    patterns=(QuantizerPattern("mean", Pat.alt(unary(nn.GLOBAL_AVERAGE_POOL), unary(nn.REDUCE_MEAN)), lower_mean,
+                               check=_check_mean, doc="GlobalAveragePool and ReduceMean"),),
+    kernel=qnn_ops.mean,
+    solver=SolverRules(finest_output_scale=finest_mean_scale),
+    qdq_ops=(nn.GLOBAL_AVERAGE_POOL, nn.REDUCE_MEAN)))

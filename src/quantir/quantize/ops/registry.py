@@ -1,0 +1,123 @@
+"""The registry of quantized-op declarations: one ``QuantOp`` per integer op.
+
+A declaration holds, in one place, everything quantir knows about one integer op: the float
+patterns that become it (each with its ``check`` and its lowering), the LiteRT builtin it is
+and its spec row(s), the solver's rules for its output range (the limits its kernel's Prepare
+enforces), the IR checks ``quantir check`` adds, and the interpreter binding. The spec table,
+``quantir check``, the annotation, the solver, the lowering and the interpreter read the
+registry; the backends keep their own tables keyed by the op's ``OpDef``, and the coverage
+test (tests/quantize/test_op_coverage.py) holds every table to the registry, unless the
+declaration says, in ``cannot``, why that format cannot express the op.
+
+Adding an op: docs/adding-an-op.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Callable, Mapping
+
+from ...ir import Operation
+from ...ir.opdef import OpDef
+from ..builtins import BuiltinOperator
+from ..regions import QuantizerPattern, Region
+from ..rules import OpSpec, QuantizedOp
+
+
+class Format(StrEnum):
+    """The places a quantized op must be handled, each by its own table."""
+
+    INTERPRETER = "interpreter"        # quantir's reference interpreter (a kernel)
+    CHECK = "check"                    # `quantir check` on quantir's IR (a spec view)
+    QDQ = "qdq"                        # ONNX QDQ export (backends.onnx)
+    QOPERATOR = "qoperator"            # ONNX QOperator export (QLinear* / com.microsoft)
+    TFLITE_EXPORT = "tflite-export"    # .tflite writer (backends.tflite)
+    TFLITE_IMPORT = "tflite-import"    # .tflite reader (frontends.tflite)
+
+
+@dataclass(frozen=True)
+class SolverRules:
+    """How the solver treats an op's output range beyond the spec row (SAME_AS and FIXED
+    outputs come from the row). Each hook encodes a limit of the LiteRT kernel's Prepare."""
+
+    # (lo, hi, input scale) -> the range to use: a range the kernel refuses, widened
+    output_range: Callable[[float, float, float], tuple[float, float]] | None = None
+    # the scales of the op's non-constant inputs -> the finest output scale its kernel accepts
+    finest_output_scale: Callable[[list[float]], "float | None"] | None = None
+    # weighted ops: (region, input scale, WeightParams) -> the output scale floor for a zero range
+    degenerate_floor: Callable[..., float] | None = None
+    # weighted ops: (region, input scale, WeightParams, output ActParams) -> raise if unrepresentable
+    check_weights: Callable[..., None] | None = None
+
+
+@dataclass(eq=False)
+class QuantOp:
+    """One quantized op. ``opdef`` is the integer op (a ``qnn`` op, or a data-movement ``nn`` op
+    whose kernel copies stored integers, or a quant cast); ``builtin`` its LiteRT operator."""
+
+    opdef: OpDef
+    builtin: BuiltinOperator
+    spec: OpSpec
+    patterns: tuple[QuantizerPattern, ...] = ()
+    # the interpreter binding: kernel(op, *arrays); None when the opdef's float kernel already
+    # moves stored integers (data movement) or the quant dialect's cast kernels serve it
+    kernel: Callable[..., Any] | None = None
+    # more LiteRT builtins this op may become, with their rows (DEPTHWISE_CONV_2D, RELU6, PADV2 ...)
+    rows: Mapping[BuiltinOperator, OpSpec] = field(default_factory=dict)
+    # the spec view of one op for `quantir check`; default: every operand and result as they are
+    view: Callable[[Operation], "QuantizedOp | None"] | None = None
+    # what LiteRT refuses in the op's options (softmax beta, leaky alpha): a message or None
+    ir_limits: tuple[Callable[[Operation], "str | None"], ...] = ()
+    solver: SolverRules = SolverRules()
+    # the float ops an ONNX QDQ model shows it as (`quantir check model.onnx`)
+    qdq_ops: tuple[OpDef, ...] = ()
+    # format -> why that format cannot express the op (the coverage test accepts these)
+    cannot: Mapping[Format, str] = field(default_factory=dict)
+    doc: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.opdef.name
+
+    def all_rows(self) -> dict[BuiltinOperator, OpSpec]:
+        return {self.builtin: self.spec, **self.rows}
+
+
+DECLARATIONS: dict[OpDef, QuantOp] = {}
+_PATTERNS: list[QuantizerPattern] = []
+
+
+def declare(op: QuantOp) -> QuantOp:
+    """Register ``op``: its patterns learn their declaration; a second declaration of the same
+    OpDef, pattern name or builtin row is a programming error."""
+    if op.opdef in DECLARATIONS:
+        raise RuntimeError(f"'{op.opdef.name}' is declared twice")
+    rows = {b.name for d in DECLARATIONS.values() for b in d.all_rows()}
+    for builtin in op.all_rows():
+        if builtin.name in rows and op.opdef.name.startswith("qnn."):
+            raise RuntimeError(f"LiteRT {builtin.name} already has a row (declaring '{op.opdef.name}')")
+    names = {p.name for p in _PATTERNS}
+    bound = []
+    for p in op.patterns:
+        if p.name in names:
+            raise RuntimeError(f"pattern '{p.name}' is declared twice")
+        bound.append(dataclasses.replace(p, op=op))
+    op.patterns = tuple(bound)
+    _PATTERNS.extend(bound)
+    DECLARATIONS[op.opdef] = op
+    return op
+
+
+def patterns() -> tuple[QuantizerPattern, ...]:
+    """Every declared pattern in the order annotation tries them: by priority (a larger fusion
+    first), then in declaration order."""
+    return tuple(sorted(_PATTERNS, key=lambda p: p.priority))
+
+
+def declaration_for(opdef: OpDef) -> QuantOp | None:
+    return DECLARATIONS.get(opdef)
+
+
+def region_op(region: Region) -> QuantOp:
+    return region.pattern.op

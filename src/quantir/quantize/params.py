@@ -1,0 +1,200 @@
+"""The quantization parameters model: what the solver decides and the lowering consumes.
+
+``ActParams`` are an activation tensor's int8 per-tensor parameters; ``WeightParams`` how the
+constant operands of a conv/FC become integers (symmetric int8 weight scales per output channel,
+and the float bias to quantize after bias correction). The weight math that both the solver and
+the lowering need lives here: a region's weights in output-channel-first order, their scales,
+the int8 values, and the expected outputs bias correction compares.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..ir import Value
+from ..ir.dialects import nn
+from ..numerics import quantize_weights, symmetric_weight_qparams
+from ..types import FloatType, IntegerType, TensorType, Type, UniformQuantizedType
+from .regions import Region, conv_window
+
+I8, F32 = IntegerType(8), FloatType("f32")
+
+
+@dataclass(frozen=True)
+class ActParams:
+    """int8 per-tensor parameters of one activation tensor."""
+
+    scale: float          # a float32 value
+    zero_point: int
+    fixed: bool = False   # imposed by the op (softmax ...), not calibrated
+    rmin: float = 0.0     # the range they came from
+    rmax: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class WeightParams:
+    """How the constant operands of one conv/FC become integers.
+
+    ``scale``: float32 weight scales, shape ``(C_out,)`` per channel or ``()`` per tensor.
+    ``bias``: float32 ``(C_out,)``, the bias to quantize (scale input × weight): the model's
+    bias minus ``correction`` (None when the op has neither). ``correction``: float64
+    ``(C_out,)``, the mean output error removed (see the module notes), or None.
+    ``quantized``: the int8 weights (int64 array, output channel first) when already computed.
+    """
+
+    scale: np.ndarray
+    bias: np.ndarray | None
+    correction: np.ndarray | None = None
+    quantized: np.ndarray | None = None
+
+
+Params = Mapping[Value, "ActParams | WeightParams"]
+
+
+def act_type(params: ActParams, like: Type) -> TensorType:
+    """The int8 tensor type of an activation with ``params``, shaped like ``like``."""
+    q = UniformQuantizedType(storage_type=I8, expressed_type=F32, scale=params.scale, zero_point=params.zero_point)
+    return TensorType(like.shape, q)
+
+
+# -- weights ------------------------------------------------------------------------------------
+
+def region_weights(region: Region) -> tuple[np.ndarray, np.ndarray | None]:
+    """A conv/FC region's weights, output channel first, and its bias per output channel.
+
+    Conv: ``(C_out, C_in / group, kh, kw)`` as stored. Gemm/MatMul: ``(C_out, K)``, with
+    Gemm's ``transB``, ``alpha`` and ``beta`` applied. Bias: float32 ``(C_out,)`` or None.
+    """
+    w = np.asarray(region.match.consts["w"], np.float32)
+    b = region.match.consts.get("b")
+    if region.pattern.name != "conv":
+        op = region.match.ops["op"]
+        if op.opdef is nn.GEMM:
+            w = w if op.attr("trans_b") else w.T
+            if op.attr("alpha") != 1.0:   # (no copy of a large FC weight for the usual alpha = 1)
+                w = w * np.float32(op.attr("alpha"))
+            if b is not None:
+                b = np.asarray(b, np.float32) * np.float32(op.attr("beta"))
+        else:
+            w = w.T
+        w = np.ascontiguousarray(w)
+    if b is not None:
+        b = np.broadcast_to(np.asarray(b, np.float32).reshape(-1), (w.shape[0],)).copy()
+    return w, b
+
+
+def weight_params(w: np.ndarray, b: np.ndarray | None, input_scale: float, per_channel: bool,
+                  correction: np.ndarray | None = None) -> WeightParams:
+    """Symmetric int8 weight scales (raised so that ``|b| / (s_in · s_w) <= 2^30``) and the bias.
+
+    A near-zero weight channel would otherwise get a tiny scale (the 1e-6 floor), a bias of
+    billions of steps and an accumulator that overflows int32. ``correction`` is subtracted
+    from the bias (a bias of zeros when the op has none).
+    """
+    axis = 0 if per_channel else None
+    scale, _ = symmetric_weight_qparams(w, axis=axis)
+    if b is not None:
+        need = np.abs(np.asarray(b, np.float64)) / (np.float64(input_scale) * 2.0 ** 30)
+        need = need if axis == 0 else need.max(initial=0.0)
+        scale = np.maximum(np.asarray(scale, np.float64), need).astype(np.float32)
+    return corrected(WeightParams(np.asarray(scale, np.float32), b), correction)
+
+
+def corrected(wp: WeightParams, correction: np.ndarray | None, quantized: np.ndarray | None = None) -> WeightParams:
+    """``wp`` with ``correction`` subtracted from its bias (the model's, or zeros)."""
+    if correction is None:
+        return wp
+    base = np.zeros(correction.shape) if wp.bias is None else np.asarray(wp.bias, np.float64)
+    return WeightParams(wp.scale, (base - correction).astype(np.float32), correction, quantized)
+
+
+# Weights are quantized and compared with float in blocks of output channels of about this many
+# elements: quantize_weights works in float64 with a few temporaries, so a whole VGG classifier
+# (25088 x 4096) at once would take gigabytes. Results are the same element for element.
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def _row_blocks(w: np.ndarray):
+    rows = max(1, _BLOCK_ELEMENTS // max(1, int(np.prod(w.shape[1:], dtype=np.int64))))
+    for i in range(0, w.shape[0], rows):
+        yield slice(i, min(i + rows, w.shape[0]))
+
+
+def quantized_weights(w: np.ndarray, wp: WeightParams) -> np.ndarray:
+    """The int8 weights for ``wp``'s scales: symmetric, narrow range, per channel (dim 0) when
+    the scale is an array."""
+    if wp.quantized is not None:
+        return wp.quantized
+    per_channel = np.ndim(wp.scale) > 0
+    out = np.empty(w.shape, np.int8)
+
+    def block(rows: slice) -> None:
+        out[rows] = quantize_weights(w[rows], wp.scale[rows] if per_channel else wp.scale,
+                                     axis=0 if per_channel else None)
+    blocks = list(_row_blocks(w))
+    if len(blocks) > 1:   # numpy releases the GIL: blocks of a large weight on two threads, same result
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(block, blocks))
+    else:
+        block(blocks[0])
+    return out
+
+
+def dequantized(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``scale · q`` in float64, per output channel when ``scale`` is an array."""
+    s = np.asarray(scale, np.float64)
+    return q.astype(np.float64) * (s.reshape((-1,) + (1,) * (q.ndim - 1)) if np.ndim(s) else s)
+
+
+def weight_error_output(region: Region, w: np.ndarray, q: np.ndarray, scale: np.ndarray,
+                        taps: np.ndarray) -> np.ndarray:
+    """``mean_output(region, dequantized(q, scale) - w, taps)`` for an FC, a block of rows at a
+    time (a conv's weights are small: at once)."""
+    if w.ndim != 2:
+        return mean_output(region, dequantized(q, scale) - w, taps)
+    per_channel = np.ndim(scale) > 0
+    out = np.empty(w.shape[0])
+    for rows in _row_blocks(w):
+        diff = dequantized(q[rows], scale[rows] if per_channel else scale) - w[rows]
+        out[rows] = diff @ taps
+    return out
+
+
+def expected_taps(region: Region, mean: np.ndarray) -> np.ndarray:
+    """The mean input each weight of a conv/FC multiplies, from the input's per-position mean.
+
+    Conv: ``(C_in, kh, kw)``, averaged over the output positions, with 0 for padding (exact:
+    the window visits the same padded positions on every sample). FC: ``(K,)``, the mean over
+    every axis but the last.
+    """
+    mean = np.asarray(mean, np.float64)
+    if region.pattern.name != "conv":
+        return mean.reshape(-1, mean.shape[-1]).mean(axis=0)
+    op = region.match.ops["op"]
+    kh, kw = region.match.consts["w"].shape[2:]
+    g = conv_window(op, (kh, kw))
+    top, left, bottom, right = g["pads"]
+    (sh, sw), (dh, dw) = g["strides"], g["dilations"]
+    padded = np.pad(mean, ((0, 0), (top, bottom), (left, right)))
+    ho = (padded.shape[1] - dh * (kh - 1) - 1) // sh + 1
+    wo = (padded.shape[2] - dw * (kw - 1) - 1) // sw + 1
+    taps = np.empty((mean.shape[0], kh, kw))
+    for i in range(kh):
+        for j in range(kw):
+            window = padded[:, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+            taps[:, i, j] = window.mean(axis=(1, 2))
+    return taps
+
+
+def mean_output(region: Region, w: np.ndarray, taps: np.ndarray) -> np.ndarray:
+    """``E[W x]`` per output channel (no bias), from ``expected_taps``; float64 ``(C_out,)``."""
+    w = np.asarray(w, np.float64)
+    if w.ndim == 2:
+        return w @ taps
+    group = region.match.ops["op"].attr("group") or 1
+    co, cig = w.shape[:2]
+    return np.einsum("gocij,gcij->go", w.reshape(group, co // group, cig, *w.shape[2:]),
+                     taps.reshape(group, cig, *w.shape[2:])).reshape(co)
