@@ -11,7 +11,7 @@ MPY    := $(MVENV)/bin/python
 EFFNET := .cache/models/efficientnet_lite0.onnx
 FMNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: venv data models demo test bench clean
+.PHONY: venv data models demo lint test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,8 +42,13 @@ models: $(EFFNET)
 demo: venv data
 	$(PY) demo/demo.py
 
-test: venv data models
-	$(PY) -m pytest -q -m "not slow"
+# Lint first, in seconds: ruff (pyproject.toml [tool.ruff]) and the import layering (tests/test_layering.py).
+lint: venv
+	$(PY) -m ruff check src tests bench
+	$(PY) -m pytest -q tests/test_layering.py
+
+test: lint data models
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/test_layering.py
 
 bench: venv data models
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]   # 5: no test is marked slow yet

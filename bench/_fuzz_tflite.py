@@ -1,9 +1,9 @@
 """The .tflite plugin of ``bench/fuzz_models.py``: seeds, mutations, and what a user runs on a file.
 
 - :func:`seeds`: valid int8 .tflite files, exported by quantir from the Fashion-MNIST CNN and
-  two tiny ONNX CNNs (one with an all-zero channel) quantized with a few random samples, plus a hand-built chain of the ops
-  those lack (pooling, resize, LOGISTIC, TANH, MUL, LEAKY_RELU, TRANSPOSE, SLICE, RESHAPE,
-  EXPAND_DIMS, SQUEEZE). Cached under ``.cache/fuzz/tflite/``.
+  two tiny ONNX CNNs (one with an all-zero channel) quantized with a few random samples, plus a
+  hand-built chain of the ops those lack (pooling, resize, LOGISTIC, TANH, MUL, LEAKY_RELU,
+  TRANSPOSE, SLICE, RESHAPE, EXPAND_DIMS, SQUEEZE). Cached under ``.cache/fuzz/tflite/``.
 - :func:`mutate`: byte-level (bit flips, truncation, splices, boundary 32-bit integers, inserted or
   deleted bytes) or structural (the file decoded with quantir's reader, one field changed —
   opcode, version, operator inputs/outputs/options, tensor shape/type/scale/zero point/buffer,
@@ -214,7 +214,6 @@ def _mutate_options(options, rng: random.Random):
 
 def _structural_mutation(data: bytes, rng: random.Random) -> bytes:
     from quantir.backends.tflite import read_model
-    from quantir.backends.tflite.model import OperatorCode
     from quantir.backends.tflite.schema import BuiltinOperator
 
     m = read_model(data)

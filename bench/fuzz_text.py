@@ -109,14 +109,15 @@ QNN_SEED = """func.func @main(%arg0: tensor<1x3x5x5x!quant.uniform<i8:f32, 2.000
   %1 = "qnn.requantize"(%0) {multiplier = array<i64: 1073741824>, shift = array<i64: 0>} : (tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>) -> tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>
   return %1 : tensor<1x2x3x3x!quant.uniform<i8:f32, 5.000000e-02:3>>
 }
-"""
+"""  # noqa: E501  (one op per line, as the printer writes it)
 
 # adversarial inputs: (opener, closer) pairs nested past every depth limit and the recursion limit
 _NESTING = [("[", "]"), ("{a = ", "}"), ("dense<[", "]>"), ("tensor<", ">"), ("tuple<", ">"), ("(", ") -> ()"),
             ("!foo<", ">"), ("<", ">"), ("loc(fused[", "])"), ("loc(callsite(", ' at "b"))'), ("module {\n", "}\n"),
             ('"t.op"() ({\n', "}) : () -> ()\n"), ("func.func @f() {\n", "return\n}\n")]
 _NUMBER = re.compile(r"(?<![\w.$])(?:0x[0-9a-fA-F]+|\d+)")   # literals, result counts, first dims (4x8)
-_ODD_CHARS = ["\x00", "\u00b2", "\u0663", "\u00a0", "\ufeff", "\u2028", "\r", "\v", "\f", "\x1b", "\ud800", "\U0001f600"]
+_ODD_CHARS = ["\x00", "\u00b2", "\u0663", "\u00a0", "\ufeff", "\u2028", "\r", "\v", "\f", "\x1b", "\ud800",
+              "\U0001f600"]
 ADVERSARIAL = ("huge_integer", "deep_nesting", "long_token", "nul_bytes", "invalid_utf8", "odd_characters")
 
 
@@ -153,7 +154,8 @@ def adversarial(kind: str, text: str, rng: random.Random) -> str:
     if kind == "long_token":
         n = rng.choice([10 ** 5, 10 ** 6])
         piece = rng.choice(["a" * n, '"' + "a" * n + '"', "%" + "v" * n, "@" + "s" * n, "#" + "x" * n,
-                            "1." + "5" * n, "1.0e-" + "9" * n, "x".join(["4"] * (n // 100)) + "xf32", "x".join(rng.choice("4?") for _ in range(n // 100)) + "xf32",
+                            "1." + "5" * n, "1.0e-" + "9" * n, "x".join(["4"] * (n // 100)) + "xf32",
+                            "x".join(rng.choice("4?") for _ in range(n // 100)) + "xf32",
                             '"0x' + "AB" * (n // 2) + '"', " " * n, "// " + "c" * n + "\n"])
         return _at_token(text, rng, piece)
     if kind == "nul_bytes":

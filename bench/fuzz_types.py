@@ -33,8 +33,8 @@ from quantir.types.floatfmt import format_apfloat  # noqa: E402
 from quantir.types.floatsem import fval_from_double, round_to  # noqa: E402
 from quantir.types.quant import scale_range_message  # noqa: E402
 from quantir.types import (  # noqa: E402
-    FLOAT_TYPE_NAMES, FloatType, OpaqueType, Type, UniformQuantizedSubChannelType, any_quantized, calibrated, parse_type,
-    uniform, uniform_per_axis, uniform_sub_channel,
+    FLOAT_TYPE_NAMES, FloatType, OpaqueType, Type, UniformQuantizedSubChannelType, any_quantized, calibrated,
+    parse_type, uniform, uniform_per_axis, uniform_sub_channel,
 )
 
 HAND_SEEDS = [
@@ -52,7 +52,8 @@ TOKENS = ["<", ">", "{", "}", "(", ")", "[", "]", ":", ",", "->", "x", "?", "*",
           "memref", "complex", "tuple", "i8", "u8", "si8", "ui8", "i33", "i0", "u", "f32", "f16", "bf16",
           "f8E4M3FN", "f80", "index", "none", "0", "1", "-1", "127", "255", "9223372036854775808", "0x10",
           "0x7FF8000000000000", "1.0", "0.5", "2.", "1e3", "1.0e400", '"s"', '"', "//", "\n", " ", "true",
-          "9" * 4300, "9" * 4301, "1" * 5000, "0x" + "F" * 3571, "0x" + "F" * 3572, "i" + "9" * 5000, "\u00b2", "\u0663",
+          "9" * 4300, "9" * 4301, "1" * 5000, "0x" + "F" * 3571, "0x" + "F" * 3572, "i" + "9" * 5000, "\u00b2",
+          "\u0663",
           "\x00", "\udcff", "\ufeff", "\u00a0"]
 CHARS = "<>{}()[]:,.-+*?!x0123456789abefiu \n\"'/\\#%@$_"
 

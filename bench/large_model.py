@@ -2,10 +2,10 @@
 
 VGG19 from the onnx wheel (``light_vgg19``: the real graph, whose weights ConstantOfShape builds
 at load, 548 MB of float32 in memory with a 25088 x 4096 classifier) and ResNet50, on 8 seeded
-normal samples (the weights are constants, so only time and memory mean anything here). Each tool runs in fresh subprocesses, alternating,
-with the child of ``quantize_vs_ort.py`` (same timing: the call from the model path to the QDQ
-file; peak memory: the child's own VmHWM). Prints the ratios and writes
-bench/results/large_model.json.
+normal samples (the weights are constants, so only time and memory mean anything here). Each tool
+runs in fresh subprocesses, alternating, with the child of ``quantize_vs_ort.py`` (same timing:
+the call from the model path to the QDQ file; peak memory: the child's own VmHWM). Prints the
+ratios and writes bench/results/large_model.json.
 
 Usage: python bench/large_model.py [--models vgg19 resnet50] [--repeats 2] [--out ...]
 """

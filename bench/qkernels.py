@@ -190,7 +190,8 @@ def main(argv=None) -> int:
                   f"{r['gmac_per_s']:8.2f} {r['images_per_s']:9.1f}")
     fashion = bench_fashion(rng, 2000 if args.quick else 10_000, 500)
     print(f"Fashion-MNIST CNN (int8 kernels, random weights): {fashion['images']} images in "
-          f"{fashion['seconds']:.2f} s wall, {fashion['cpu_seconds']:.2f} s CPU = {fashion['images_per_s']:.0f} images/s")
+          f"{fashion['seconds']:.2f} s wall, {fashion['cpu_seconds']:.2f} s CPU = "
+          f"{fashion['images_per_s']:.0f} images/s")
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     result = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "cpus": os.cpu_count(), "platform": platform.platform(),

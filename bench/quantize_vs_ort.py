@@ -216,7 +216,8 @@ def main() -> int:
     ap.add_argument("--methods", nargs="*", default=["minmax", "percentile", "entropy"])
     ap.add_argument("--repeats", type=int, default=3, help="quantize runs per tool (fresh subprocesses)")
     ap.add_argument("--rounds", type=int, default=20, help="latency rounds (at most)")
-    ap.add_argument("--round-budget", type=float, default=60.0, help="seconds of latency rounds per row (at least 5 rounds)")
+    ap.add_argument("--round-budget", type=float, default=60.0,
+                    help="seconds of latency rounds per row (at least 5 rounds)")
     ap.add_argument("--latency-batch", type=int, default=32)
     ap.add_argument("--out", type=Path, default=RESULTS / "quantize_vs_ort.json")
     args = ap.parse_args()
@@ -250,7 +251,8 @@ def main() -> int:
         fp32_lat = []
         for method in args.methods:
             runs = {"quantir": [], "onnxruntime": []}
-            outs = {"quantir": work / f"{name}_{method}_quantir.onnx", "onnxruntime": work / f"{name}_{method}_ort.onnx"}
+            outs = {"quantir": work / f"{name}_{method}_quantir.onnx",
+                    "onnxruntime": work / f"{name}_{method}_ort.onnx"}
             for i in range(args.repeats):
                 order = ("quantir", "onnxruntime") if i % 2 == 0 else ("onnxruntime", "quantir")
                 for tool in order:
@@ -299,7 +301,8 @@ def main() -> int:
                 row["targets_met"] = {
                     "quantize_time": row["quantize_time_ratio"] <= TARGETS["quantize_time_ratio"],
                     "latency_qdq_int8": (ratios.get("quantir_qdq") or 99) <= TARGETS["int8_latency_ratio_vs_fp32"],
-                    "latency_qdq_uint8": (ratios.get("quantir_qdq_uint8") or 99) <= TARGETS["int8_latency_ratio_vs_fp32"]}
+                    "latency_qdq_uint8": (ratios.get("quantir_qdq_uint8") or 99)
+                    <= TARGETS["int8_latency_ratio_vs_fp32"]}
             entry["methods"][method] = row
             table.append((name, method, row))
             print(_line(name, method, row), flush=True)
@@ -314,9 +317,9 @@ def main() -> int:
           f"{'qdq':>5} {'qdq-u8':>6} {'qop':>5} {'qop-u8':>6} {'ORT':>5} {'ORT-u8':>6}")
     for name, method, row in table:
         e = row.get("exports", {})
-        lat = [e.get(k, {}).get("latency_ratio_vs_fp32") for k in ("quantir_qdq", "quantir_qdq_uint8", "quantir_qoperator",
-                                                                    "quantir_qoperator_uint8", "onnxruntime_qdq",
-                                                                    "onnxruntime_qdq_uint8")]
+        lat = [e.get(k, {}).get("latency_ratio_vs_fp32")
+               for k in ("quantir_qdq", "quantir_qdq_uint8", "quantir_qoperator", "quantir_qoperator_uint8",
+                         "onnxruntime_qdq", "onnxruntime_qdq_uint8")]
         print(f"{name:14} {method:10} {row['quantir'].get('seconds', float('nan')):9.2f} "
               f"{row['onnxruntime'].get('seconds', float('nan')):7.2f} {_fmt_ratio(row.get('quantize_time_ratio'))} | "
               f"{'':18} {_fmt_ratio(lat[0])} {_fmt_ratio(lat[1]):>6} {_fmt_ratio(lat[2])} {_fmt_ratio(lat[3]):>6} "
@@ -334,12 +337,17 @@ def _line(name: str, method: str, row: dict) -> str:
     def acc(key):
         m = e.get(key, {})
         return m.get("top1", m.get("top1_agreement_with_fp32", float("nan")))
-    errors = " ".join(f"[{t} error: {row[t]['error']}]" for t in ("quantir", "onnxruntime") if "error" in row.get(t, {}))
-    return (f"{name:14} {method:10} quantir {q.get('seconds', float('nan')):6.2f}s (min {q.get('seconds_min', float('nan')):.2f}) "
-            f"{q.get('peak_rss_mb', 0):5.0f}MB top1 {acc('quantir_qdq'):.4f} | ORT {o.get('seconds', float('nan')):6.2f}s "
-            f"(min {o.get('seconds_min', float('nan')):.2f}) {o.get('peak_rss_mb', 0):5.0f}MB top1 {acc('onnxruntime_qdq'):.4f} | "
-            f"time ratio {_fmt_ratio(row.get('quantize_time_ratio'))} | latency vs fp32 {row.get('fp32_latency_ms', float('nan')):.1f}ms: "
-            f"qdq {_fmt_ratio(row.get('int8_latency_ratio_vs_fp32'))} qdq-u8 {_fmt_ratio(row.get('uint8_latency_ratio_vs_fp32'))} "
+    errors = " ".join(f"[{t} error: {row[t]['error']}]" for t in ("quantir", "onnxruntime")
+                      if "error" in row.get(t, {}))
+    nan = float("nan")
+    return (f"{name:14} {method:10} quantir {q.get('seconds', nan):6.2f}s (min {q.get('seconds_min', nan):.2f}) "
+            f"{q.get('peak_rss_mb', 0):5.0f}MB top1 {acc('quantir_qdq'):.4f} | ORT {o.get('seconds', nan):6.2f}s "
+            f"(min {o.get('seconds_min', nan):.2f}) {o.get('peak_rss_mb', 0):5.0f}MB top1 "
+            f"{acc('onnxruntime_qdq'):.4f} | "
+            f"time ratio {_fmt_ratio(row.get('quantize_time_ratio'))} | latency vs fp32 "
+            f"{row.get('fp32_latency_ms', nan):.1f}ms: "
+            f"qdq {_fmt_ratio(row.get('int8_latency_ratio_vs_fp32'))} "
+            f"qdq-u8 {_fmt_ratio(row.get('uint8_latency_ratio_vs_fp32'))} "
             f"ORT {_fmt_ratio(row.get('ort_int8_latency_ratio_vs_fp32'))} {errors}")
 
 

@@ -14,11 +14,11 @@ imports and first calls are not counted), four stages are timed: ``import`` (``q
 interpreter, the faster engine on such tiny tensors; ``--engine ort`` calibrates with ONNX
 Runtime, the default engine of ``Config``, and so also times building its session, which
 ``quantir.runtime.ort`` keeps near linear by leaving out ORT's quadratic NchwcTransformer above
-``NCHWC_MAX_NODES`` nodes; ``make bench`` runs both), ``tflite`` (``Result.save`` to .tflite) and ``onnx_qdq`` (``Result.save`` to a QDQ
-.onnx). Both clocks are kept: wall time and the process's CPU time (all threads), which other
-jobs on a shared machine disturb less. A stage's time is the minimum over ``--repeats``
-children (the least disturbed run; the median is recorded too). A linear stage has
-``t(16k) / (8 * t(2k))`` near 1; issue 11 asks for at most 1.2 for quantize and the .tflite
+``NCHWC_MAX_NODES`` nodes; ``make bench`` runs both), ``tflite`` (``Result.save`` to .tflite) and
+``onnx_qdq`` (``Result.save`` to a QDQ .onnx). Both clocks are kept: wall time and the process's
+CPU time (all threads), which other jobs on a shared machine disturb less. A stage's time is the
+minimum over ``--repeats`` children (the least disturbed run; the median is recorded too). A linear
+stage has ``t(16k) / (8 * t(2k))`` near 1; issue 11 asks for at most 1.2 for quantize and the .tflite
 export.
 
 Prints a table and writes bench/results/scaling.json.
@@ -48,7 +48,6 @@ CHANNELS, SIZE = 4, 4
 
 def chain_model(n_ops: int, seed: int = 0):
     """An ONNX chain of ``n_ops`` ops (a multiple of 4): residual blocks Conv -> Clip -> Conv -> Add."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
     if n_ops % 4:
         raise ValueError(f"a chain has 4 ops per block; {n_ops} is not a multiple of 4")

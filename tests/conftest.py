@@ -36,7 +36,7 @@ def make_onnx_model():
     entries may be ``None`` or a string for a dynamic dim) and initializers a
     ``{name: array}`` dict.
     """
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import helper, numpy_helper
 
     def value_info(name, dtype, shape):

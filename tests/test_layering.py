@@ -49,23 +49,8 @@ NO_CYCLES = ("quantir.quantize", "quantir.backends.onnx")
 # Violations the quantizer refactor (issue 12) is removing, as (importer, imported). The test fails
 # on any violation not listed here, and on an entry that no longer occurs: delete it then.
 KNOWN: frozenset[tuple[str, str]] = frozenset({
-    # quantize/check.py reads .tflite models through the format code
-    ("quantir.quantize.check", "quantir.backends.tflite.schema"),
-    ("quantir.quantize.check", "quantir.backends.tflite.reader"),
-    ("quantir.quantize.check", "quantir.frontends.tflite"),
-    ("quantir.quantize.check", "quantir.frontends.tflite.importer"),
     # quantize/__init__ re-exports the api's quantize()
     ("quantir.quantize", "quantir.api"),
-    # calibration names the float function's inputs with the interpreter's input_names
-    ("quantir.quantize.calibrate", "quantir.runtime.interpreter"),
-    # calibrate <-> health, lower, solver (function-level imports on one side)
-    ("quantir.quantize.calibrate", "quantir.quantize.health"),
-    ("quantir.quantize.health", "quantir.quantize.calibrate"),
-    ("quantir.quantize.health", "quantir.quantize.solver"),
-    ("quantir.quantize.lower", "quantir.quantize.calibrate"),
-    ("quantir.quantize.lower", "quantir.quantize.solver"),
-    ("quantir.quantize.solver", "quantir.quantize.calibrate"),
-    ("quantir.quantize.solver", "quantir.quantize.lower"),
 })
 
 

@@ -73,7 +73,8 @@ def test_verify_diagnostics():
     assert opt("--verify-diagnostics", "-", stdin=expected)[0] == 0
     code, _, err = opt("--verify-diagnostics", "-", stdin=BAD)
     assert code == 1 and "error: unexpected error: expressed type" in err
-    code, _, err = opt("--verify-diagnostics", "-", stdin=GOOD.replace("  return", "  // expected-error {{nope}}\n  return"))
+    code, _, err = opt("--verify-diagnostics", "-",
+                       stdin=GOOD.replace("  return", "  // expected-error {{nope}}\n  return"))
     assert code == 1 and 'error: expected error "nope" was not produced' in err
 
 

@@ -24,7 +24,9 @@ from quantir.cli.main import main  # noqa: E402
 from quantir.errors import OutputError  # noqa: E402
 
 from ..quantize.tiny_models import cnn  # noqa: E402
-from ..test_fileio import readonly_dir  # noqa: E402,F401  (a fixture)
+from .. import test_fileio  # noqa: E402
+
+readonly_dir = test_fileio.readonly_dir   # the fixture
 
 REPO = Path(__file__).resolve().parents[2]
 

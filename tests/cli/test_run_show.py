@@ -21,7 +21,7 @@ func.func @main(%arg0: tensor<2x3xf32> {quantir.name = "x"}) -> (tensor<2x3xf32>
   %1 = quant.dcast %0 : tensor<2x3x!quant.uniform<i8:f32:1, {5.000000e-01:-3,2.500000e-01:2,1.250000e-01}>> to tensor<2x3xf32>
   return %1 : tensor<2x3xf32>
 }
-"""
+"""  # noqa: E501  (printed IR, one op per line)
 
 
 def quantir(*args, cwd=None) -> subprocess.CompletedProcess:

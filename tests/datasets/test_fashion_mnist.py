@@ -99,7 +99,8 @@ def test_corrupt_gzip(tmp_path):
 
 
 def test_missing_file_says_how_to_install(tmp_path):
-    with pytest.raises(DatasetNotFoundError, match=r"no such file; install it with `apt-get install dataset-fashion-mnist`"):
+    with pytest.raises(DatasetNotFoundError,
+                       match=r"no such file; install it with `apt-get install dataset-fashion-mnist`"):
         read_idx(tmp_path / "absent.gz")
 
 
@@ -116,7 +117,8 @@ def test_wrong_shape_in_valid_idx(tmp_path):
     (tmp_path / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(np.zeros((3, 28, 28), np.uint8)))
     (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(np.zeros(3, np.uint8)))
     assert is_available(tmp_path) is False  # train files absent
-    with pytest.raises(DatasetFormatError, match=r"expected uint8 images of shape \(10000, 28, 28\), found uint8 \(3, 28, 28\)"):
+    with pytest.raises(DatasetFormatError,
+                       match=r"expected uint8 images of shape \(10000, 28, 28\), found uint8 \(3, 28, 28\)"):
         load_fashion_mnist("test", root=tmp_path)
 
 

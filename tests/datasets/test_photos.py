@@ -11,7 +11,6 @@ import sys
 import numpy as np
 import pytest
 
-from quantir.datasets import photos
 from quantir.datasets.errors import DatasetFormatError, DatasetNotFoundError
 from quantir.datasets.photos import (
     PHOTO_NAMES,
@@ -58,7 +57,8 @@ def test_unknown_photo_lists_the_known_ones():
 
 def test_missing_optional_package_is_explained(monkeypatch):
     monkeypatch.setitem(sys.modules, "skimage.data", None)  # makes `import skimage.data` fail
-    with pytest.raises(DatasetNotFoundError, match=r"module 'skimage.data' \(package scikit-image\) is not installed; install it with `pip install scikit-image"):
+    with pytest.raises(DatasetNotFoundError, match=r"module 'skimage.data' \(package scikit-image\) is not installed; "
+                                                   r"install it with `pip install scikit-image"):
         load_photo("chelsea")
 
 

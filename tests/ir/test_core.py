@@ -12,7 +12,8 @@ T4 = TensorType((4,), f32)
 ADD = OpDef("test.add", operands=(Operand("lhs"), Operand("rhs")), traits=frozenset({Trait.PURE}),
             infer=lambda types, attrs: [types[0]])
 SCALE = OpDef("test.scale", operands=(Operand("x"),),
-              attributes={"factor": AttrSpec(AttrKind.FLOAT, required=True), "axes": AttrSpec(AttrKind.INTS, default=())},
+              attributes={"factor": AttrSpec(AttrKind.FLOAT, required=True),
+                          "axes": AttrSpec(AttrKind.INTS, default=())},
               infer=lambda types, attrs: [types[0]])
 FLOAT_ONLY = OpDef("test.f", operands=(Operand("x", TypeConstraint("tensor of f32", lambda t: t == T4)),),
                    results=(Result("y"),))

@@ -6,7 +6,7 @@ from quantir.errors import VerifyError
 from quantir.ir import Function, Module, verify
 from quantir.ir.dialects import func, qnn
 from quantir.numerics import quantize_multipliers
-from quantir.types import TensorType, i8, i32, parse_type, uniform, uniform_per_axis
+from quantir.types import TensorType, i8, parse_type, uniform
 
 ACT_IN = uniform(storage="i8", expressed="f32", scale=0.02, zero_point=-5)
 ACT_OUT = uniform(storage="i8", expressed="f32", scale=0.05, zero_point=3)

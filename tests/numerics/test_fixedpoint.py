@@ -244,7 +244,8 @@ def test_mbqm_left_shift_match_fractions(x, m, shift):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(int32s, min_size=1, max_size=6), st.lists(st.tuples(multipliers, st.integers(-31, 0)), min_size=1, max_size=4))
+@given(st.lists(int32s, min_size=1, max_size=6),
+       st.lists(st.tuples(multipliers, st.integers(-31, 0)), min_size=1, max_size=4))
 def test_mbqm_per_channel_vectorised_equals_scalar(xs, channels):
     acc = np.array(xs)[:, None] + np.zeros(len(channels), dtype=np.int64)
     big_m = np.array([c[0] for c in channels])

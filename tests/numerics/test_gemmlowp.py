@@ -232,7 +232,8 @@ def test_exp_accuracy_q5_26(a):
 @given(st.integers(INT32_MIN, INT32_MAX), st.integers(INT32_MIN, INT32_MAX))
 def test_rounding_half_sum(a, b):
     s = a + b
-    assert rounding_half_sum(a, b) == (abs(s + (1 if s >= 0 else -1)) >> 1) * (1 if s + (1 if s >= 0 else -1) >= 0 else -1)
+    t = s + (1 if s >= 0 else -1)
+    assert rounding_half_sum(a, b) == (abs(t) >> 1) * (1 if t >= 0 else -1)
     assert abs(int(rounding_half_sum(a, b)) * 2 - s) <= 1
 
 

@@ -81,7 +81,8 @@ def _mean_reference(total_minus_zp_n, s_in, s_out, n):
     """reference QuantizedMeanOrSum (MEAN), from numerics primitives (§2.8)."""
     big_m, shift = quantize_multiplier(requantize_multiplier(s_in, s_out))
     folded, folded_shift = mean_multiplier(big_m, shift, n)
-    return (folded, folded_shift), saturate(multiply_by_quantized_multiplier(total_minus_zp_n, folded, folded_shift), -128, 127)
+    scaled = multiply_by_quantized_multiplier(total_minus_zp_n, folded, folded_shift)
+    return (folded, folded_shift), saturate(scaled, -128, 127)
 
 
 def test_mean_vector():

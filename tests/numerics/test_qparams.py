@@ -193,7 +193,8 @@ def test_weight_methods_are_the_named_formulas(ws):
     exact = w.astype(np.float64) / s64
     assert fold.tolist() == np.clip(np.sign(exact) * np.floor(np.abs(exact) + 0.5), -127, 127).astype(int).tolist()
     prod = (w * (1.0 / s64).astype(np.float32)).astype(np.float32)
-    assert legacy.tolist() == np.clip(np.sign(prod) * np.floor(np.abs(prod).astype(np.float64) + 0.5), -127, 127).astype(int).tolist()
+    rounded = np.sign(prod) * np.floor(np.abs(prod).astype(np.float64) + 0.5)
+    assert legacy.tolist() == np.clip(rounded, -127, 127).astype(int).tolist()
     assert np.all(np.abs(fold - legacy) <= 1) and fold.min() >= -127
 
 

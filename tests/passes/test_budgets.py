@@ -165,8 +165,8 @@ def test_splats_fold_lazily():
 
 
 def test_a_move_of_a_splat_is_a_splat():
-    module, tile = _fn_with(nn.TILE, [lazy_splat(7, (2, 3), np.int64)], [TensorType((2**20, 3 * 2**20), parse_type("i64"))],
-                            repeats=[2**19, 2**20])
+    module, tile = _fn_with(nn.TILE, [lazy_splat(7, (2, 3), np.int64)],
+                            [TensorType((2**20, 3 * 2**20), parse_type("i64"))], repeats=[2**19, 2**20])
     [value] = fold_op(tile)
     assert value.shape == (2**20, 3 * 2**20) and splat_value(value) == 7
 

@@ -26,7 +26,8 @@ def ort_quantize(d, calib, name, **kw):
         def get_next(self):
             return self.batches.pop(0) if self.batches else None
     out = d / f"{name}.onnx"
-    quantization.quantize_static(str(d / "cnn.onnx"), str(out), Reader(), quant_format=quantization.QuantFormat.QDQ, **kw)
+    quantization.quantize_static(str(d / "cnn.onnx"), str(out), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                 **kw)
     return out
 
 
@@ -47,7 +48,8 @@ def test_onnxruntime_softmax_output_is_not_litert_int8(model):
     path = ort_quantize(d, calib, "ort", per_channel=True, activation_type=quantization.QuantType.QInt8,
                         weight_type=quantization.QuantType.QInt8)
     messages = [str(v) for v in report(path).violations]
-    assert any(m.startswith("SOFTMAX 'softmax' output 0: output parameters must be (0.00390625, -128)") for m in messages)
+    assert any(m.startswith("SOFTMAX 'softmax' output 0: output parameters must be (0.00390625, -128)")
+               for m in messages)
 
 
 def test_uint8_asymmetric_weights_and_activations_are_flagged(model):

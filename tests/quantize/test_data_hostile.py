@@ -133,7 +133,8 @@ def quantize(model, calibration, **options):
 def test_integer_keys_say_what_is_accepted(model):
     with pytest.raises(CalibrationError) as info:
         quantize(model, {0: X})
-    assert str(info.value) == f"calibration data keyed by 0 (int): the keys are the model's input names; {ACCEPTED_FORMS}"
+    assert str(info.value) == ("calibration data keyed by 0 (int): the keys are the model's input names; "
+                               f"{ACCEPTED_FORMS}")
 
 
 def test_a_generator_of_arrays_feeds_a_one_input_model(model):

@@ -46,7 +46,8 @@ def normal(n=32, seed=0):
 
 @pytest.mark.parametrize("x, expected", [
     (np.zeros((32, *SHAPE), np.float32), "calibration input 'x' is all zeros in every one of its 32 samples"),
-    (np.full((32, *SHAPE), 0.7, np.float32), "calibration input 'x' is the constant 0.7 in every one of its 32 samples"),
+    (np.full((32, *SHAPE), 0.7, np.float32),
+     "calibration input 'x' is the constant 0.7 in every one of its 32 samples"),
     (np.repeat(normal(1), 32, axis=0), "calibration input 'x': all 32 samples are identical (each equals the first)"),
     (np.linspace(-1, 1, 32, dtype=np.float32)[:, None, None, None] * np.ones((1, *SHAPE), np.float32),
      "calibration input 'x': every one of its 32 samples is constant within itself (one value per sample, "
@@ -170,8 +171,8 @@ def test_channels_below_the_smallest_step_per_channel(tmp_path):
                        "to zeros: 'probs' (output of 'conv') within ±3.9e-08. Check the weights upstream (vanishing or "
                        "subnormal) or the input scaling",
                        "weight 'W' of 'conv' (CONV_2D): 1 of 4 output channels (25%) quantize to all zeros although "
-                       "they are not negligible in the model; their values are below int8's smallest step (2e-9); check "
-                       "the model's weights"]
+                       "they are not negligible in the model; their values are below int8's smallest step (2e-9); "
+                       "check the model's weights"]
 
 
 def test_negligible_channels_do_not_warn(tmp_path):
@@ -213,7 +214,8 @@ def test_fashion_model_on_real_samples_gives_no_warning(repo_root):
     # and the same model calibrated on zeros says so, naming the input
     _, emitted = quantize_warned(repo_root / "models" / "fashion_mnist_cnn.onnx", np.zeros_like(x[:64]),
                                  name="input")
-    assert [m.split(":")[0] for m in emitted] == ["calibration input 'input' is all zeros in every one of its 64 samples"]
+    assert [m.split(":")[0] for m in emitted] == [
+        "calibration input 'input' is all zeros in every one of its 64 samples"]
 
 
 def test_channels_lost_to_a_scale_raised_for_the_bias(tmp_path):
@@ -224,9 +226,9 @@ def test_channels_lost_to_a_scale_raised_for_the_bias(tmp_path):
     save_conv(path, w, b=np.array([1000.0, 0.0, 0.0, 0.0], np.float32))
     _, emitted = quantize_warned(path, normal() * np.float32(3e-5))
     assert emitted == ["weight 'W' of 'conv' (CONV_2D): 1 of 4 output channels (25%) quantize to all zeros although "
-                       "they are not negligible in the model; their scale was raised to keep the bias within int32, because "
-                       "the input's scale is tiny: calibrate with real samples whose range at this layer's input is "
-                       "not near zero"]
+                       "they are not negligible in the model; their scale was raised to keep the bias within int32, "
+                       "because the input's scale is tiny: calibrate with real samples whose range at this layer's "
+                       "input is not near zero"]
 
 
 def test_cli_prints_the_warnings_to_stderr_even_when_quiet(tiny, tmp_path, capsys):

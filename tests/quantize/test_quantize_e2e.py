@@ -141,7 +141,8 @@ def test_wrong_input_name_shape_and_dtype(model):
 def test_nothing_quantizable_is_a_clear_error(tmp_path):
     path = tmp_path / "erf.onnx"
     unquantizable(path)
-    with pytest.raises(QuantirError, match=r"nothing to quantize in this model \(erf: no quantizer pattern for 'nn.erf'"):
+    with pytest.raises(QuantirError,
+                       match=r"nothing to quantize in this model \(erf: no quantizer pattern for 'nn.erf'"):
         qr.quantize(path, {"x": np.ones((2, 1, 8, 8), np.float32)}, CFG)
 
 

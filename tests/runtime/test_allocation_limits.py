@@ -154,9 +154,9 @@ def test_lrn_with_a_huge_window_is_refused():
     module = _one_op(nn.LRN, [x], [], [x], size=2**40)
     with pytest.raises(ResourceError) as e:
         interpreter.run(module, {"arg0": np.ones((1, 4, 2, 2), np.float32)})
-    assert str(e.value) == ("'nn.lrn' (node 'big'): lrn's padded channel sums would need shape [1, 1099511627780, 2, 2] "
-                            "of float64 = 32 TiB, over the limit of 4 GiB per tensor; the model's sizes are likely "
-                            "corrupt (or raise max_tensor_bytes)")
+    assert str(e.value) == ("'nn.lrn' (node 'big'): lrn's padded channel sums would need shape "
+                            "[1, 1099511627780, 2, 2] of float64 = 32 TiB, over the limit of 4 GiB per tensor; "
+                            "the model's sizes are likely corrupt (or raise max_tensor_bytes)")
 
 
 def test_a_quantized_conv_with_huge_pads_is_refused_before_the_qkernel_pads():
@@ -166,7 +166,8 @@ def test_a_quantized_conv_with_huge_pads_is_refused_before_the_qkernel_pads():
     p, d = 2**31, 2**31 - 1
     text = (f"func.func @main(%x: tensor<1x3x5x5x{q_in}>, %w: tensor<2x3x3x3x{q_w}>) -> tensor<1x2x7x7x{q_out}> {{\n"
             f'  %0 = "qnn.conv"(%x, %w) {{dilations = array<i64: {d}, {d}>, pads = array<i64: {p}, {p}, {p}, {p}>, '
-            f"strides = array<i64: 1, 1>}} : (tensor<1x3x5x5x{q_in}>, tensor<2x3x3x3x{q_w}>) -> tensor<1x2x7x7x{q_out}>\n"
+            f"strides = array<i64: 1, 1>}} : (tensor<1x3x5x5x{q_in}>, tensor<2x3x3x3x{q_w}>) "
+            f"-> tensor<1x2x7x7x{q_out}>\n"
             f"  return %0 : tensor<1x2x7x7x{q_out}>\n}}\n")
     module = parse_module(text, "conv.mlir")
     feeds = {"arg0": np.zeros((1, 3, 5, 5), np.int8), "arg1": np.ones((2, 3, 3, 3), np.int8)}

@@ -94,7 +94,8 @@ def _context(text: str, pos: int) -> str:
     line_no = text.count("\n", 0, pos) + 1
     lines = text.splitlines()
     lo = max(line_no - 3, 0)
-    shown = "\n".join(f"{'>>' if i + 1 == line_no else '  '} {i + 1:4}| {l}" for i, l in enumerate(lines[lo:lo + 6], lo))
+    shown = "\n".join(f"{'>>' if i + 1 == line_no else '  '} {i + 1:4}| {line}"
+                      for i, line in enumerate(lines[lo:lo + 6], lo))
     return f"input line {line_no}:\n{shown}"
 
 
@@ -120,7 +121,8 @@ def check(check_text: str, output: str, name: str = "<checks>") -> None:
         regex, names = _compile(label.pattern, variables)
         m = _search(regex, output, pos, len(output))
         if m is None:
-            raise FileCheckError(f"{name}:{label.line}: CHECK-LABEL: {label.pattern!r} not found\n{_context(output, pos)}")
+            raise FileCheckError(f"{name}:{label.line}: CHECK-LABEL: {label.pattern!r} not found\n"
+                                 f"{_context(output, pos)}")
         variables.update({n: m.group(n) for n in names})
         bounds.append((m.start(), m.end()))
         pos = m.end()

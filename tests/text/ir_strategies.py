@@ -60,7 +60,10 @@ def arrays(draw, element_type, shape):
         raw = draw(st.binary(min_size=n * dtype.itemsize, max_size=n * dtype.itemsize))
         flat = np.frombuffer(raw, dtype=dtype).copy()
     else:
-        lo, hi = _int_range(element_type) if isinstance(element_type, (IntegerType, IndexType)) else (0, (1 << (8 * dtype.itemsize)) - 1)
+        if isinstance(element_type, (IntegerType, IndexType)):
+            lo, hi = _int_range(element_type)
+        else:
+            lo, hi = 0, (1 << (8 * dtype.itemsize)) - 1
         lo, hi = max(lo, np.iinfo(dtype).min), min(hi, np.iinfo(dtype).max)
         flat = np.array(draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), dtype=dtype)
     if n > 1 and draw(st.booleans()):

@@ -76,9 +76,12 @@ def test_verifier_errors_point_at_the_op_name():
     ('func.func private @f() attributes {x = dense<[1, 2]> : tensor<3xi8>}', (1, 40),
      "inferred shape of elements literal ([2]) does not match type ([3])"),
     ("func.func @f() {\n  %0 = nn.relu\n  return\n}", (2, 8), "Dialect `nn' not found for custom op 'nn.relu' "),
-    ('"t.a"() : () -> ()', (1, 1), "quantir supports only 'func.func' and 'module' operations at the top level, not 't.a'"),
-    ("func.func @f() {\n  ^bb0:\n  return\n^bb1:\n  return\n}", (4, 1), "quantir supports function bodies of one block"),
-    ('func.func private @f() attributes {x = #foo.bar<1>}', (1, 40), "quantir does not support dialect attribute '#foo.bar'"),
+    ('"t.a"() : () -> ()', (1, 1),
+     "quantir supports only 'func.func' and 'module' operations at the top level, not 't.a'"),
+    ("func.func @f() {\n  ^bb0:\n  return\n^bb1:\n  return\n}", (4, 1),
+     "quantir supports function bodies of one block"),
+    ('func.func private @f() attributes {x = #foo.bar<1>}', (1, 40),
+     "quantir does not support dialect attribute '#foo.bar'"),
 ])
 def test_parse_errors(text, where, message):
     with pytest.raises(ParseError) as e:

@@ -73,7 +73,10 @@ def test_multi_result_and_constant_names():
 
 
 def _constant_module(array, element_type=None):
-    attr = elements_attr(array) if element_type is None else DenseElementsAttr(array, TensorType(array.shape, element_type))
+    if element_type is None:
+        attr = elements_attr(array)
+    else:
+        attr = DenseElementsAttr(array, TensorType(array.shape, element_type))
     fn = Function.create("f", [], [attr.type])
     c = fn.body.append(dialects.arith.CONSTANT.build([], [attr.type], value=attr))
     fn.body.append(dialects.func.RETURN.build([c.result], []))

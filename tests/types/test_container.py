@@ -19,7 +19,8 @@ CASES = [
     ("tensor<2x2x!quant.uniform<i8:f32:1, {1.0,2.0}>>", None),
     # sub-channel, in the verifier's order
     ("!quant.uniform<i8:f32:{0:1}, {1.0}>", "scalar types may not use sub-channel quantization"),
-    ("tensor<*x!quant.uniform<i8:f32:{0:1}, {1.0}>>", "tensor containing the sub-channel quantized type must be ranked"),
+    ("tensor<*x!quant.uniform<i8:f32:{0:1}, {1.0}>>",
+     "tensor containing the sub-channel quantized type must be ranked"),
     ("tensor<4x!quant.uniform<i8:f32:{1:2}, {{1.0}}>>", "quantized dimension 1 must be less than tensor rank 1"),
     ("tensor<5x!quant.uniform<i8:f32:{0:2}, {1.0,2.0}>>",
      "tensor dimension size 5 at axis 0 must be divisible by the corresponding block size 2"),

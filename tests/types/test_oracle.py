@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from .oracle_compare import compare
 from oracle_tools import run_split

@@ -9,7 +9,8 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="float model (.onnx or .mlir)")
-    p.add_argument("--data", required=True, help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
+    p.add_argument("--data", required=True,
+                   help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
     p.add_argument("--activations", choices=("int8", "uint8"), default="int8",

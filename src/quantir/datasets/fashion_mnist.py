@@ -120,7 +120,8 @@ def read_idx(path: str | Path) -> np.ndarray:
         raise DatasetFormatError(f"{path}: unknown IDX element type 0x{code:02x}; expected one of {known}")
     header = 4 + 4 * rank
     if len(data) < header:
-        raise DatasetFormatError(f"{path}: truncated IDX header: rank {rank} needs {header} bytes, file has {len(data)}")
+        raise DatasetFormatError(f"{path}: truncated IDX header: rank {rank} needs {header} bytes, "
+                                 f"file has {len(data)}")
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=rank, offset=4))
     dtype = _IDX_DTYPES[code]
     expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize

@@ -85,7 +85,8 @@ class DenseElementsAttr(Attribute):
     type: TensorType
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DenseElementsAttr) and self.type == other.type and arrays_equal(self.array, other.array)
+        return (isinstance(other, DenseElementsAttr) and self.type == other.type
+                and arrays_equal(self.array, other.array))
 
     def __hash__(self) -> int:
         # the first elements only: a huge (or lazy splat) array is never copied to be hashed

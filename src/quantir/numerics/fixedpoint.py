@@ -316,7 +316,8 @@ def multiply_by_quantized_multiplier(
     ``x`` is int32, ``M`` in ``[0, 2**31)``, ``shift`` in ``[-31, 30]``; ``M``/``shift``
     broadcast against ``x``. Returns int64 (int32 values).
 
-    >>> multiply_by_quantized_multiplier(1, (1 << 30) + 1, -1), multiply_by_quantized_multiplier(1, (1 << 30) + 1, -1, "single")
+    >>> (multiply_by_quantized_multiplier(1, (1 << 30) + 1, -1),
+    ...  multiply_by_quantized_multiplier(1, (1 << 30) + 1, -1, "single"))
     (np.int64(1), np.int64(0))
     """
     func = "multiply_by_quantized_multiplier"

@@ -59,7 +59,8 @@ def conv_multiplier(input_scale: ArrayLike, weight_scales: ArrayLike, output_sca
 
     (``PopulateConvolutionQuantizationParams``; the double product of two floats is exact.)
     """
-    s_in, s_w, s_out = _f32(input_scale, "input_scale"), _f32(weight_scales, "weight_scales"), _f32(output_scale, "output_scale")
+    s_in, s_w = _f32(input_scale, "input_scale"), _f32(weight_scales, "weight_scales")
+    s_out = _f32(output_scale, "output_scale")
     return _out(s_in.astype(np.float64) * s_w.astype(np.float64) / s_out.astype(np.float64))
 
 
@@ -70,7 +71,8 @@ def fully_connected_per_tensor_multiplier(input_scale: ArrayLike, weight_scale: 
     (``GetQuantizedConvolutionMultipler``.) Gives a different ``M`` than
     :func:`conv_multiplier` for the same scales, e.g. 1319413900 vs 1319413916.
     """
-    s_in, s_w, s_out = _f32(input_scale, "input_scale"), _f32(weight_scale, "weight_scale"), _f32(output_scale, "output_scale")
+    s_in, s_w = _f32(input_scale, "input_scale"), _f32(weight_scale, "weight_scale")
+    s_out = _f32(output_scale, "output_scale")
     return _out((s_in * s_w).astype(np.float64) / s_out.astype(np.float64))
 
 
@@ -82,7 +84,8 @@ def requantize_multiplier(input_scale: ArrayLike, output_scale: ArrayLike) -> np
 
 def mul_multiplier(input1_scale: ArrayLike, input2_scale: ArrayLike, output_scale: ArrayLike) -> np.ndarray:
     """MUL: ``f32(f32(s1·s2) / s_out)`` widened to double (``mul.cc``)."""
-    s1, s2, s_out = _f32(input1_scale, "input1_scale"), _f32(input2_scale, "input2_scale"), _f32(output_scale, "output_scale")
+    s1, s2 = _f32(input1_scale, "input1_scale"), _f32(input2_scale, "input2_scale")
+    s_out = _f32(output_scale, "output_scale")
     return _out((s1 * s2) / s_out)
 
 
@@ -94,7 +97,8 @@ def add_sub_multipliers(input1_scale: ArrayLike, input2_scale: ArrayLike, output
     ``mo = tw / f32(2**left_shift · s_out)``, divisions in double. ``left_shift`` is 20
     for int8/uint8 (15 for general int16). The larger input always gets exactly 0.5.
     """
-    s1, s2, s_out = _f32(input1_scale, "input1_scale"), _f32(input2_scale, "input2_scale"), _f32(output_scale, "output_scale")
+    s1, s2 = _f32(input1_scale, "input1_scale"), _f32(input2_scale, "input2_scale")
+    s_out = _f32(output_scale, "output_scale")
     twice_max = 2.0 * np.maximum(s1, s2).astype(np.float64)
     shifted_out = (np.float32(1 << left_shift) * s_out).astype(np.float64)
     return _out(s1 / twice_max), _out(s2 / twice_max), _out(twice_max / shifted_out)

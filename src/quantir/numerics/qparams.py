@@ -279,7 +279,8 @@ def quantize_weights(w: ArrayLike, scale: ArrayLike, axis: int | None = None, ze
     reciprocal). The legacy *per-tensor* path (``PortableSymmetricQuantizeFloats``) uses
     ``f32(127 / amax)`` instead, which can differ by one ulp; it is not reproduced here.
 
-    >>> quantize_weights(np.float32(2.5 * 2**-7), np.float32(2**-7)), quantize_weights(np.float32(2.5 * 2**-7), np.float32(2**-7), method="onnxruntime")
+    >>> (quantize_weights(np.float32(2.5 * 2**-7), np.float32(2**-7)),
+    ...  quantize_weights(np.float32(2.5 * 2**-7), np.float32(2**-7), method="onnxruntime"))
     (np.int64(3), np.int64(2))
     """
     func = "quantize_weights"

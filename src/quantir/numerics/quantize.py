@@ -70,7 +70,8 @@ def expand_params(param: ArrayLike, shape: tuple[int, ...], axis: int | None,
     dim = shape[axis]
     if block_size is None:
         if p.ndim != 1 or p.shape[0] != dim:
-            raise ValueError(f"{name}: per-axis parameter must be 1-D of length {dim} (axis {axis}), found shape {p.shape}")
+            raise ValueError(f"{name}: per-axis parameter must be 1-D of length {dim} (axis {axis}), "
+                             f"found shape {p.shape}")
         view = [1] * rank
         view[axis] = dim
         return p.reshape(view)
@@ -231,4 +232,5 @@ def fused_activation_range(activation: FusedActivation, scale: float, zero_point
         return max(qmin, q(0.0)), min(qmax, q(6.0))
     if activation == "relu_n1_to_1":
         return max(qmin, q(-1.0)), min(qmax, q(1.0))
-    raise ValueError(f"fused_activation_range: activation must be one of none, relu, relu6, relu_n1_to_1; found {activation!r}")
+    raise ValueError(f"fused_activation_range: activation must be one of none, relu, relu6, relu_n1_to_1; "
+                     f"found {activation!r}")

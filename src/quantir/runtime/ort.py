@@ -56,11 +56,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import QuantirError, ShapeError
+from ..errors import QuantirError
 from ..ir import Function, Module, Value
 from ..ir.dialects import arith, func
-from ..types import TensorType
-from .interpreter import FeedError, FeedTypeError, check_feeds, input_names, output_names
+from .interpreter import FeedError, check_feeds, input_names, output_names
 
 __all__ = ["OrtExecutor", "OrtError", "DEFAULT_SESSION_CONFIG", "NCHWC_MAX_NODES", "nchwc_disabled"]
 

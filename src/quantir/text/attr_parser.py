@@ -9,10 +9,6 @@ section, which comes last in the file.
 """
 from __future__ import annotations
 
-import re
-
-import numpy as np
-
 from ..errors import ParseError
 from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DenseElementsAttr,
                              DenseResourceAttr, DictAttr, FloatAttr, IntegerAttr, StringAttr,
@@ -20,7 +16,7 @@ from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, Den
 from ..types import FloatType, IndexType, IntegerType, ShapedType, Type, TypeParser
 from ..types.lexer import MAX_INT_BITS, MAX_INT_DIGITS, Tok, Token
 from ..types.parser import add_followup
-from .dense_literal import TensorLiteral, magnitude
+from .dense_literal import TensorLiteral
 from .numbers import bits_to_float, float_to_bits, int_fits, round_float
 
 __all__ = ["AttrParser", "LOCATION"]

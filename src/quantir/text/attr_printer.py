@@ -137,7 +137,8 @@ class AttrPrinter:
         return f"{keyword_or_string(name)} = {self.attr(attr)}"
 
     def dict_body(self, items: Iterable[tuple[str, Attribute]]) -> str:
-        return ", ".join(self.named(k, v) for k, v in sorted(items, key=lambda kv: kv[0].encode("utf-8", "surrogateescape")))
+        ordered = sorted(items, key=lambda kv: kv[0].encode("utf-8", "surrogateescape"))
+        return ", ".join(self.named(k, v) for k, v in ordered)
 
     def attr_dict(self, attrs: Mapping[str, Attribute], elided: Iterable[str] = ()) -> str:
         """``printOptionalAttrDict``: `` {a = 1 : i64, b}`` or the empty string."""

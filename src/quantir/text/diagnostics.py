@@ -144,7 +144,8 @@ def split_input(text: str) -> list[tuple[int, int]]:
         start = i + len(SPLIT_MARKER)
 
 
-_EXPECTED = re.compile(r"expected-(error|note|remark|warning)(-re)? *(@([+-][0-9]+|above|below|unknown))? *\{\{(.*)\}\}$")
+_EXPECTED = re.compile(r"expected-(error|note|remark|warning)(-re)? *"
+                       r"(@([+-][0-9]+|above|below|unknown))? *\{\{(.*)\}\}$")
 
 
 @dataclass

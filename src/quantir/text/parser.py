@@ -246,7 +246,8 @@ class _ModuleParser(ResourceSectionParser):
         if self.tok.kind is Tok.BARE_ID and self.tok.text in ("private", "public", "nested"):
             visibility = self.consume().text
         if self.tok.kind is not Tok.AT_ID:
-            raise self.error_at(self.tok.pos, "custom op 'func.func' expected valid '@'-identifier for symbol name")  # getCurrentLocation()
+            # located at getCurrentLocation(), as in MLIR's parser
+            raise self.error_at(self.tok.pos, "custom op 'func.func' expected valid '@'-identifier for symbol name")
         name = self.symbol_name(self.consume())
         args = self._function_arguments()
         results, res_attrs = self._function_results() if self.consume_if(Tok.ARROW) else ((), [])

@@ -193,7 +193,7 @@ class Lexer:
             return self._tok(_PUNCT[c], start)
         if c == ".":  # MLIR's lexEllipsis: a lone '.' (as in `.5`) errs after the dot
             raise self.source.error(start + 1, "expected three consecutive dots for an ellipsis")
-        raise self.source.error(start, f"unexpected character")
+        raise self.source.error(start, "unexpected character")
 
     def _lex_number(self, start: int) -> Token:
         t, n = self.text, self.limit

@@ -16,7 +16,7 @@ import pytest
 from .ort_helpers import EFFICIENTNET, onnx, session
 from .test_quantized_export import (FORMATS, MAX_STEPS_END_TO_END, MAX_STEPS_PER_OP, MODELS, _consumers,
                                     clone_with_constants, integer_ops, output_scale, steps)
-from .test_quantized_export import quantized  # noqa: F401  (the fixture: models quantized once per module)
+from . import test_quantized_export
 from onnx import numpy_helper
 
 from quantir.api import quantize
@@ -28,6 +28,8 @@ from quantir.ir.dialects import qnn
 from quantir.quantize.config import Config
 from quantir.runtime import run
 from quantir.types import TensorType, f32, parse_type
+
+quantized = test_quantized_export.quantized   # the fixture: models quantized once per module
 
 F32 = np.float32
 
@@ -75,7 +77,8 @@ def worst_step_per_op_uint8(module, feeds, fmt) -> dict[str, int]:
         (got,) = ort_run(model, {f"in{i}": dequantized(values[v.name_hint], v.type) for i, v in enumerate(args)})
         r = op.results[0]
         want = values[r.name_hint]
-        worst[op.label or op.name] = int(steps(got, dequantized(want, r.type), np.float32(r.type.element_type.scale)).max())
+        scale = np.float32(r.type.element_type.scale)
+        worst[op.label or op.name] = int(steps(got, dequantized(want, r.type), scale).max())
     return worst
 
 

@@ -153,9 +153,9 @@ def pad(b: Builder, op: Operation) -> None:
     x, r = op.operands[0], op.results[0]
     if not same_params(x.type, r.type):
         return qdq.CONVERT[qnn.PAD](b, op)
+    value = qtype(r.type).zero_point if op.attr("value") is None else op.attr("value")
     b.define(r, b.emit(nn.PAD, [b.value(x)], r.type, name=r.name_hint, label=op.label, like=op,
-                       pads=tuple(op.attr("pads")),
-                       constant_value=float(qtype(r.type).zero_point if op.attr("value") is None else op.attr("value"))))
+                       pads=tuple(op.attr("pads")), constant_value=float(value)))
 
 
 def softmax(b: Builder, op: Operation) -> None:

@@ -334,12 +334,12 @@ def _same_or_valid(pads, hw, kernel, strides, dilations=(1, 1)) -> Padding | Non
 def _explicit_pad(ex: _Exporter, x: Value, src: int, pads, value: int | None = None) -> int:
     """The NHWC tensor ``src`` of ``x`` padded by ONNX ``pads`` (t, l, b, r): PAD with the zero point,
     or PADV2 with the stored integer ``value``."""
-    t, l, bt, r = (int(p) for p in pads)
+    t, left, bt, r = (int(p) for p in pads)
     shape, sig = ex._shape(x, Form.NHWC)
-    padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), (shape[0], shape[1] + t + bt, shape[2] + l + r,
+    padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), (shape[0], shape[1] + t + bt, shape[2] + left + r,
                              shape[3]), _dtype(x), _quantization(x),
-                             shape_signature=(-1, shape[1] + t + bt, shape[2] + l + r, shape[3]) if sig else ())
-    inputs = [src, ex.int32([[0, 0], [t, bt], [l, r], [0, 0]], f"{x.name_hint}/paddings")]
+                             shape_signature=(-1, shape[1] + t + bt, shape[2] + left + r, shape[3]) if sig else ())
+    inputs = [src, ex.int32([[0, 0], [t, bt], [left, r], [0, 0]], f"{x.name_hint}/paddings")]
     if value is None:
         ex.b.add_operator(OP.PAD, inputs, [padded])
     else:

@@ -1,8 +1,8 @@
 """Converters of the data-movement ops: RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, SLICE, STRIDED_SLICE.
 
 They become ``nn`` ops on quantized tensors (``qnn.DATA_MOVEMENT``). RESHAPE and EXPAND_DIMS
-produce the TFLite layout; SQUEEZE drops axes in any layout; TRANSPOSE keeps the data. Each avoids a layout transpose where
-the arithmetic allows:
+produce the TFLite layout; SQUEEZE drops axes in any layout; TRANSPOSE keeps the data. Each
+avoids a layout transpose where the arithmetic allows:
 
 - RESHAPE reads the input's native form when it holds the elements in the TFLite order
   (an NCHW ``1x1x1xC`` is ``C`` values either way);

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...types import IntegerType, NoneType, Type
 from ..attributes import BoolAttr, DenseElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr
 from ..core import Operation
-from ..opdef import AttrKind, AttrSpec, OpDef, Trait, close_dialect, register
+from ..opdef import AttrKind, AttrSpec, OpDef, Trait, register
 
 
 def _value_type(value) -> Type:

@@ -12,13 +12,13 @@ from .limits import check_allocation, result_what
 
 def range_length(start, limit, delta) -> int:
     """The number of elements, refused (``ShapeError``) when it is not a finite count."""
-    s, l, d = start.item(), limit.item(), delta.item()
+    s, lim, d = start.item(), limit.item(), delta.item()
     if d == 0:
-        raise ShapeError(f"range delta is 0 (start {s}, limit {l}): the range would be infinite")
-    n = (l - s) / d if isinstance(s, float) or isinstance(l, float) or isinstance(d, float) else None
+        raise ShapeError(f"range delta is 0 (start {s}, limit {lim}): the range would be infinite")
+    n = (lim - s) / d if isinstance(s, float) or isinstance(lim, float) or isinstance(d, float) else None
     if n is not None and not math.isfinite(n):
-        raise ShapeError(f"range ({s}, {l}, {d}) has no finite length")
-    return max(math.ceil(n) if n is not None else -((s - l) // d), 0)
+        raise ShapeError(f"range ({s}, {lim}, {d}) has no finite length")
+    return max(math.ceil(n) if n is not None else -((s - lim) // d), 0)
 
 
 def range_(op, start, limit, delta):
