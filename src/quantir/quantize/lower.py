@@ -1,7 +1,7 @@
 """Integer lowering in one pass: calibrated float function -> ``qnn`` function.
 
-Walk the float function once, in order. A region (see ``patterns``) becomes one ``qnn`` op
-fed by the *quantized* versions of its inputs; a float op keeps running in float on the
+Walk the float function once, in order. A region (see ``patterns``) becomes the integer op(s)
+its pattern's lowering emits (``quantize.ops``), fed by the *quantized* versions of its inputs; a float op keeps running in float on the
 *float* versions of its operands. The two maps below create those versions on demand:
 
 - ``quantized(v, params)``: reuse the integer value when its parameters match, else
@@ -12,11 +12,11 @@ fed by the *quantized* versions of its inputs; a float op keeps running in float
 So a fully quantized CNN keeps one ``qcast`` per input and one ``dcast`` per output, and a
 float op in the middle costs exactly one dcast before it and one qcast after it. Weights are
 symmetric int8 per output channel (narrow range) with the scales the solver chose
-(``solver.WeightParams``), bias int32 with scale input × weight (the solver's corrected bias),
+(``params.WeightParams``), bias int32 with scale input × weight (the solver's corrected bias),
 and conv/FC/requantize carry their fixed-point (multiplier, shift) pairs as attributes.
 
 The same ``Lowerer`` also lowers *segments* — one region or one float op, with its live
-inputs as function arguments — which ``IntegerTrace`` runs one after another on the kept
+inputs as function arguments — which ``trace.IntegerTrace`` runs one after another on the kept
 calibration samples: the integer graph evaluated region by region while the solver is still
 deciding, so ``CalibrationInfo`` can show callbacks the quantized inputs and outputs.
 """
