@@ -22,7 +22,6 @@ UNDECLARED: dict[str, OpSpec] = {
     "SUM": OpSpec((ACT, ANY), ACT),
     "PRELU": OpSpec((ACT, ACT), ACT),
     "DEQUANTIZE": OpSpec((ACT,), ANY),
-    "SLICE": OpSpec((ACT, ANY, ANY), SAME_AS(0)),
     "GATHER": OpSpec((ACT, ANY), SAME_AS(0)),
     "SPLIT": OpSpec((ANY, ACT), SAME_AS(1)),
     "SPACE_TO_DEPTH": OpSpec((ACT,), SAME_AS(0)),

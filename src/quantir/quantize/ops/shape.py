@@ -72,9 +72,9 @@ PAD = declare(QuantOp(
 
 
 def _movement(opdef, builtin: OP, row: OpSpec, pattern: QuantizerPattern | None = None, doc: str = "",
-              qdq: bool = True) -> QuantOp:
+              qdq: bool = True, rows: dict | None = None) -> QuantOp:
     return declare(QuantOp(
-        opdef, builtin, row, patterns=(pattern,) if pattern else (),
+        opdef, builtin, row, patterns=(pattern,) if pattern else (), rows=rows or {},
         view=movement_view(builtin.name), qdq_ops=(opdef,) if qdq else (),
         doc=doc))
 
@@ -94,4 +94,5 @@ UNSQUEEZE = _movement(nn.UNSQUEEZE, OP.EXPAND_DIMS, OpSpec((ACT, ANY), SAME_AS(0
                       doc="matched by the squeeze pattern",
                       qdq=False)
 SLICE = _movement(nn.SLICE, OP.STRIDED_SLICE, OpSpec((ACT, ANY, ANY, ANY), SAME_AS(0)), QuantizerPattern(
-    "slice", unary(nn.SLICE), lower_data_movement, doc="Slice (constant bounds): a copy"))
+    "slice", unary(nn.SLICE), lower_data_movement, doc="Slice (constant bounds): a copy"),
+    rows={OP.SLICE: OpSpec((ACT, ANY, ANY), SAME_AS(0))})   # a .tflite SLICE reads back as nn.slice
