@@ -28,5 +28,6 @@ def run(args: argparse.Namespace) -> int:
         print(v)
     unknown = sorted(set(report.unknown))
     print(f"{report.checked} ops checked, {len(report.violations)} violations"
-          + (f"; not in the spec table: {', '.join(unknown)}" if unknown else ""))
+          + (f"; cannot check (quantized, but quantir has no spec rule for them): {', '.join(unknown)}"
+             if unknown else ""))
     return 0 if report.ok else 1
