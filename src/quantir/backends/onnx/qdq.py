@@ -313,6 +313,7 @@ CONVERT = {
     qnn.LOGISTIC: _float(nn.UNARY["sigmoid"]),
     qnn.TANH: _float(nn.UNARY["tanh"]),
     qnn.HARD_SWISH: _float(nn.UNARY["hard_swish"]),
+    qnn.GELU: _float(nn.UNARY["gelu"], approximate=lambda op: "tanh" if op.attr("approximate") else "none"),
     qnn.LEAKY_RELU: _float(nn.UNARY["leaky_relu"], alpha=lambda op: op.attr("alpha")),
     qnn.CLAMP: clamp,
     qnn.REQUANTIZE: requantize,

@@ -24,7 +24,7 @@ qnn.add / sub / mul     ADD / SUB / MUL with the fused activation
 qnn.*_pool, mean, ...   AVERAGE_POOL_2D (SAME/VALID only), MAX_POOL_2D (other pads: a PADV2 with
                         the storage minimum + VALID), MEAN, CONCATENATION, PAD (PADV2 for a
                         pad ``value``), RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, SOFTMAX,
-                        LOGISTIC, TANH, HARD_SWISH,
+                        LOGISTIC, TANH, HARD_SWISH, GELU (approximate in its options),
                         LEAKY_RELU
 qnn.clamp               RELU / RELU6 / RELU_N1_TO_1 (QUANTIZE when it only rescales)
 nn.reshape & co.        RESHAPE; nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_SLICE (positive
@@ -57,6 +57,7 @@ from quantir.backends.tflite.schema import (
     Conv2DOptions,
     DepthwiseConv2DOptions,
     FullyConnectedOptions,
+    GeluOptions,
     LeakyReluOptions,
     MulOptions,
     Padding,
@@ -580,6 +581,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.RESIZE_NEAREST: resize_nearest, qnn.SOFTMAX: softmax, qnn.LOGISTIC: _elementwise(OP.LOGISTIC),
     qnn.TANH: _elementwise(OP.TANH),
     qnn.HARD_SWISH: _elementwise(OP.HARD_SWISH),
+    qnn.GELU: _elementwise(OP.GELU, lambda op: GeluOptions(approximate=bool(op.attr("approximate")))),
     qnn.LEAKY_RELU: _elementwise(OP.LEAKY_RELU, lambda op: LeakyReluOptions(alpha=float(op.attr("alpha")))),
     qnn.CLAMP: clamp,
     nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,

@@ -171,6 +171,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.LOGISTIC: _unary(qnn.LOGISTIC),
     OP.TANH: _unary(qnn.TANH),
     OP.HARD_SWISH: _unary(qnn.HARD_SWISH),
+    OP.GELU: _unary(qnn.GELU, lambda o: {"approximate": bool(o.approximate)}),
     OP.LEAKY_RELU: _unary(qnn.LEAKY_RELU, _leaky),
     OP.RELU: _unary(qnn.CLAMP, activation="RELU"),
     OP.RELU6: _unary(qnn.CLAMP, activation="RELU6"),

@@ -271,6 +271,8 @@ SOFTMAX = qdefine("softmax", ("x",), {"beta": AttrSpec(AttrKind.FLOAT, default=1
 LOGISTIC = qdefine("logistic", ("x",), {}, _same_shape, "LiteRT LOGISTIC (256-entry table); output (1/256, -128).")
 TANH = qdefine("tanh", ("x",), {}, _same_shape, "LiteRT TANH (256-entry table); output (1/128, 0).")
 HARD_SWISH = qdefine("hard_swish", ("x",), {}, _same_shape, "LiteRT HARD_SWISH (int16 fixed point).")
+GELU = qdefine("gelu", ("x",), {"approximate": AttrSpec(AttrKind.BOOL, default=False)}, _same_shape,
+               "LiteRT GELU (256-entry table of the exact erfc form, or the tanh form when ``approximate``).")
 LEAKY_RELU = qdefine("leaky_relu", ("x",), {"alpha": AttrSpec(AttrKind.FLOAT, default=0.01)}, _same_shape,
                      "LiteRT LEAKY_RELU: two multipliers, identity and alpha.")
 CLAMP = qdefine("clamp", ("x",), dict(_ACT), _both(_verify_activation, _same_shape),

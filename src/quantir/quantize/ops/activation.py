@@ -143,3 +143,96 @@ def _qcast_view(op: Operation) -> QuantizedOp:
 QCAST = declare(QuantOp(
     quant.QCAST, OP.QUANTIZE, OpSpec((ANY,), ACT), view=_qcast_view,
     doc="float -> int8 (LiteRT's QUANTIZE rounding); its kernel is the quant dialect's"))
+
+
+# -- GELU ----------------------------------------------------------------------------------------------
+# ONNX Gelu (opset 20), and the arithmetic exporters write for it (PyTorch before opset 20,
+# Hugging Face): x·½·(1 + erf(x/√2)) and x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in either
+# association and operand order. The whole subgraph is one region and becomes one lookup table;
+# its inputs and output are the graph's own x and final product, so calibration observes them.
+
+def _commutative(opdef, p: Pat, q: Pat, name: str | None = None) -> Pat:
+    return Pat.alt(Pat.op(opdef, p, q, name=name), Pat.op(opdef, q, p, name=name))
+
+
+_X = Pat.any("x")
+
+
+def _scaled_x(c: str) -> Pat:
+    """``x / c`` or ``x · c`` (which constant is checked by the pattern's check)."""
+    return Pat.alt(Pat.op(nn.DIV, _X, Pat.const(c), name="scale"), _commutative(nn.MUL, _X, Pat.const(c), "scale"))
+
+
+def _half_x_times(inner: Pat) -> Pat:
+    """``(x · inner) · ½`` or ``(x · ½) · inner`` or ``x · (inner · ½)``, in any operand order."""
+    half = Pat.const("half")
+    return Pat.alt(
+        _commutative(nn.MUL, _commutative(nn.MUL, _X, inner, "product").one_use(), half, "op"),
+        _commutative(nn.MUL, _commutative(nn.MUL, _X, half, "product").one_use(), inner, "op"),
+        _commutative(nn.MUL, _X, _commutative(nn.MUL, inner, half, "product").one_use(), "op"))
+
+
+def _one_plus(f: Pat) -> Pat:
+    return _commutative(nn.ADD, f.one_use(), Pat.const("one"), "one_plus").one_use()
+
+
+# every op of a pattern is named: a region claims exactly its named ops
+_ERF_GELU = _half_x_times(_one_plus(Pat.op(nn.UNARY["erf"], _scaled_x("erf_scale").one_use(), name="f")))
+_CUBE = Pat.alt(Pat.op(nn.BINARY["pow"], _X, Pat.const("three"), name="cube"),
+                _commutative(nn.MUL, _X, _commutative(nn.MUL, _X, _X, "square").one_use(), "cube"))
+_INNER = _commutative(nn.ADD, _X, _commutative(nn.MUL, _CUBE.one_use(), Pat.const("cubic"), "cubic_term").one_use(),
+                      "inner")
+_TANH_GELU = _half_x_times(_one_plus(Pat.op(
+    nn.UNARY["tanh"], _commutative(nn.MUL, _INNER.one_use(), Pat.const("tanh_scale"), "scaled").one_use(), name="f")))
+_EXPECTED = {"half": 0.5, "one": 1.0, "three": 3.0, "cubic": 0.044715, "tanh_scale": float(np.sqrt(2.0 / np.pi))}
+
+
+def _constant_is(m: Match, name: str, want: float) -> str | None:
+    c = m.consts.get(name)
+    if c is None:
+        return None
+    if c.size != 1 or not np.isclose(float(np.asarray(c, np.float64).reshape(())), want, rtol=1e-5, atol=0):
+        return f"the constant {name.replace('_', ' ')} is {np.asarray(c).ravel()[:4].tolist()}, GELU's is {want:.8g}"
+    return None
+
+
+def _check_gelu_arithmetic(m: Match) -> str | None:
+    for name, want in _EXPECTED.items():
+        message = _constant_is(m, name, want)
+        if message:
+            return f"not GELU: {message}"
+    if "erf_scale" in m.consts:   # x / √2 or x · (1/√2)
+        want = float(np.sqrt(2.0)) if m.ops["scale"].opdef is nn.DIV else float(1.0 / np.sqrt(2.0))
+        message = _constant_is(m, "erf_scale", want)
+        if message:
+            return f"not GELU: {message}"
+    return None
+
+
+def lower_gelu(approximate: bool | None = None):
+    """``qnn.gelu``; ``approximate`` None: from the matched ONNX Gelu's attribute."""
+    def lower(lw: Lowerer, r: Region) -> Value:
+        op = r.match.ops["op"]
+        tanh = approximate if approximate is not None else op.attr("approximate") == "tanh"
+        return lw.emit(qnn.GELU.build([lw.input(r.match["x"])], [lw.out_type(r)], approximate=tanh), op).result
+    return lower
+
+
+def gelu_kernel(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    table = qnn_ops.prepare_once(op, lambda: qk.prepare_gelu(
+        qnn_ops.scale_of(xv), qnn_ops.zero_point_of(xv), qnn_ops.scale_of(y), qnn_ops.zero_point_of(y),
+        approximate=bool(op.attr("approximate"))))
+    return qk.gelu(x, table=table)
+
+
+GELU = declare(QuantOp(
+    qnn.GELU, OP.GELU, OpSpec((ACT,), ACT),
+    patterns=(QuantizerPattern("gelu", unary(nn.UNARY["gelu"]), lower_gelu(), doc="ONNX Gelu (none or tanh)"),
+              QuantizerPattern("gelu_erf", _ERF_GELU, lower_gelu(False), check=_check_gelu_arithmetic, priority=-1,
+                               doc="x·½·(1 + erf(x/√2)) written out"),
+              QuantizerPattern("gelu_tanh", _TANH_GELU, lower_gelu(True), check=_check_gelu_arithmetic,
+                               priority=-1, doc="x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))) written out")),
+    kernel=gelu_kernel, qdq_ops=(nn.UNARY["gelu"],),
+    cannot={},
+    doc="GELU as LiteRT's int8 lookup table"))
