@@ -56,6 +56,10 @@ def activation_of(op: Operation) -> str:
     return (op.attr("activation") or "NONE").lower()
 
 
+# short names for the adapters below
+_s, _z, _act = scale_of, zero_point_of, activation_of
+
+
 def _pads_tlbr(pads) -> tuple[int, int, int, int]:
     """ONNX (h_begin, w_begin, h_end, w_end) -> qkernels (top, left, bottom, right): the same order."""
     return tuple(int(p) for p in (pads or (0, 0, 0, 0)))  # type: ignore[return-value]
@@ -78,10 +82,11 @@ def _weight_scales(v) -> np.ndarray:
 def conv(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     channels = w.shape[0]
-    p = prepare_once(op, lambda: qk.prepare_conv2d(scale_of(xv), _weight_scales(wv), scale_of(y), zero_point_of(y), activation_of(op), channels=channels),
+    p = prepare_once(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op),
+                                                   channels=channels),
                  key=channels)
     group = op.attr("group") or 1
-    common = dict(input_zero_point=zero_point_of(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_padded_pads(op, x),
+    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_padded_pads(op, x),
                   dilations=tuple(op.attr("dilations") or (1, 1)), **p.as_kwargs())
     if group > 1 and group == x.shape[1] and w.shape[1] == 1:
         return qk.depthwise_conv2d(x, w, b, **common)
@@ -92,14 +97,14 @@ def fully_connected(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     per_axis = isinstance(_q(wv.type), UniformQuantizedPerAxisType)
     p = prepare_once(op, lambda: qk.prepare_fully_connected(
-        scale_of(xv), _weight_scales(wv) if per_axis else _weight_scales(wv)[0], scale_of(y), zero_point_of(y), activation_of(op),
+        _s(xv), _weight_scales(wv) if per_axis else _weight_scales(wv)[0], _s(y), _z(y), _act(op),
         channels=w.shape[0]), key=w.shape[0])
     lead = x.shape[:-1]
     # LiteRT's reference kernel (BUILTIN_REF) requantizes FC in double — per channel and, in
     # ai-edge-litert 2.x, per tensor too (measured: 11 of 300 random per-tensor models differ
     # from fixed point, 0 from the double path); its optimized kernel uses fixed point. They
     # differ by 1 on rare elements; quantir follows the reference.
-    out = qk.fully_connected(x.reshape(-1, x.shape[-1]), w, b, input_zero_point=zero_point_of(xv), reference_float=True,
+    out = qk.fully_connected(x.reshape(-1, x.shape[-1]), w, b, input_zero_point=_z(xv), reference_float=True,
                              **p.as_kwargs())
     return out.reshape(*lead, w.shape[0])
 
@@ -108,8 +113,8 @@ def binary(prepare, kernel):
     """A two-input kernel (ADD, SUB, MUL): Prepare from both inputs' and the output's parameters."""
     def run(op: Operation, a, b):
         av, bv, y = op.operands[0], op.operands[1], op.results[0]
-        p = prepare_once(op, lambda: prepare(scale_of(av), scale_of(bv), scale_of(y), zero_point_of(y), activation_of(op)))
-        return kernel(a, b, input1_zero_point=zero_point_of(av), input2_zero_point=zero_point_of(bv), **p.as_kwargs())
+        p = prepare_once(op, lambda: prepare(_s(av), _s(bv), _s(y), _z(y), _act(op)))
+        return kernel(a, b, input1_zero_point=_z(av), input2_zero_point=_z(bv), **p.as_kwargs())
     return run
 
 
@@ -117,7 +122,7 @@ def pool(prepare, kernel):
     """A window kernel (MAX_POOL_2D, AVERAGE_POOL_2D) over the op's kernel_shape, strides and pads."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
-        p = prepare_once(op, lambda: prepare(scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y), activation_of(op)))
+        p = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
         return kernel(x, kernel=tuple(op.attr("kernel_shape")), strides=tuple(op.attr("strides") or (1, 1)),
                       pads=_padded_pads(op, x), **p.as_kwargs())
     return run
@@ -131,27 +136,27 @@ def mean(op: Operation, x):
         raise qk.QKernelError(f"MEAN {quote_name(op.label or op.name)}: the axes {list(axes)} of its input of shape "
                               f"{list(x.shape)} hold no element, so the mean is undefined; give the model an input "
                               "with a non-empty reduced axis")
-    p = prepare_once(op, lambda: qk.prepare_mean(scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y), count=count), key=count)
+    p = prepare_once(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count), key=count)
     return qk.mean(x, axes=axes, keepdims=bool(op.attr("keepdims")), **p.as_kwargs())
 
 
 def concat(op: Operation, *xs):
     y = op.results[0]
-    prepare_once(op, lambda: qk.prepare_concatenation([(scale_of(v), zero_point_of(v)) for v in op.operands], scale_of(y), zero_point_of(y)))
+    prepare_once(op, lambda: qk.prepare_concatenation([(_s(v), _z(v)) for v in op.operands], _s(y), _z(y)))
     return qk.concatenation(list(xs), axis=int(op.attr("axis")) % xs[0].ndim)
 
 
 def requantize(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    p = prepare_once(op, lambda: qk.prepare_requantize(scale_of(xv), scale_of(y)))
-    return qk.requantize(x, input_zero_point=zero_point_of(xv), output_zero_point=zero_point_of(y), **p.as_kwargs())
+    p = prepare_once(op, lambda: qk.prepare_requantize(_s(xv), _s(y)))
+    return qk.requantize(x, input_zero_point=_z(xv), output_zero_point=_z(y), **p.as_kwargs())
 
 
 def pad(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
     stored = op.attr("value")
-    constant = None if stored is None else (int(stored), scale_of(y), zero_point_of(y))
-    value = prepare_once(op, lambda: qk.prepare_pad(scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y), constant=constant))
+    constant = None if stored is None else (int(stored), _s(y), _z(y))
+    value = prepare_once(op, lambda: qk.prepare_pad(_s(xv), _z(xv), _s(y), _z(y), constant=constant))
     pads = op.attr("pads")
     rank = x.ndim
     return qk.pad(x, pads=[(pads[i], pads[i + rank]) for i in range(rank)], value=value)
@@ -169,7 +174,7 @@ def resize_nearest(op: Operation, x):
 
 def softmax(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    p = prepare_once(op, lambda: qk.prepare_softmax(scale_of(xv), float(op.attr("beta")), scale_of(y), zero_point_of(y)))
+    p = prepare_once(op, lambda: qk.prepare_softmax(_s(xv), float(op.attr("beta")), _s(y), _z(y)))
     return qk.softmax(x, **p.as_kwargs())
 
 
@@ -177,29 +182,29 @@ def table(prepare, kernel):
     """A lookup-table kernel (LOGISTIC, TANH): the table is built once, at Prepare."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
-        table = prepare_once(op, lambda: prepare(scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y)))
+        table = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y)))
         return kernel(x, table=table)
     return run
 
 
 def hard_swish(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    p = prepare_once(op, lambda: qk.prepare_hard_swish(scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y)))
+    p = prepare_once(op, lambda: qk.prepare_hard_swish(_s(xv), _z(xv), _s(y), _z(y)))
     return qk.hard_swish(x, **p.as_kwargs())
 
 
 def leaky_relu(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    p = prepare_once(op, lambda: qk.prepare_leaky_relu(scale_of(xv), zero_point_of(xv), float(op.attr("alpha")), scale_of(y), zero_point_of(y)))
+    p = prepare_once(op, lambda: qk.prepare_leaky_relu(_s(xv), _z(xv), float(op.attr("alpha")), _s(y), _z(y)))
     return qk.leaky_relu(x, **p.as_kwargs())
 
 
 def clamp(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    kind = {"none": "relu_n1_to_1"}.get(activation_of(op), activation_of(op))
-    if activation_of(op) == "none":   # a plain rescale: requantize without a clamp
+    kind = {"none": "relu_n1_to_1"}.get(_act(op), _act(op))
+    if _act(op) == "none":   # a plain rescale: requantize without a clamp
         return requantize(op, x)
-    p = prepare_once(op, lambda: qk.prepare_relu(kind, scale_of(xv), zero_point_of(xv), scale_of(y), zero_point_of(y)))
+    p = prepare_once(op, lambda: qk.prepare_relu(kind, _s(xv), _z(xv), _s(y), _z(y)))
     return qk.relu(x, **p.as_kwargs())
 
 
