@@ -2,7 +2,8 @@
 
 Walk the float function once, in order. A region (see ``patterns``) becomes the integer op(s)
 its pattern's lowering emits (``quantize.ops``), fed by the *quantized* versions of its inputs;
-a float op keeps running in float on the *float* versions of its operands. The two maps below create those versions on demand:
+a float op keeps running in float on the *float* versions of its operands. The two maps below
+create those versions on demand:
 
 - ``quantized(v, params)``: reuse the integer value when its parameters match, else
   ``qnn.requantize`` it; a float value gets a ``quant.qcast``; a constant is quantized at
