@@ -42,6 +42,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn, quant
 from ...numerics import resize_nearest_indices
 from ...types import TensorType, UniformQuantizedPerAxisType
+from . import space_batch
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, float_type, is_quantized,
                       qtype, same_params)
 
@@ -318,6 +319,7 @@ CONVERT = {
     qnn.CLAMP: clamp,
     qnn.REQUANTIZE: requantize,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
+    **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
 }
 
 __all__ = ["CONVERT", "activation", "finish", "is_global_mean", "nearest", "ort_nearest_indices"]

@@ -39,7 +39,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import TensorType
-from . import qdq
+from . import qdq, space_batch
 from .builder import Builder, activation_of, activation_range, base_name, qtype, same_params
 
 
@@ -216,6 +216,7 @@ CONVERT = {
     qnn.LEAKY_RELU: _unary("QLinearLeakyRelu", alpha=lambda op: float(op.attr("alpha"))),
     qnn.CLAMP: clamp,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
+    **space_batch.QOPERATOR,   # the same moves on int8 (space_batch.py)
 }
 
 __all__ = ["CONVERT"]

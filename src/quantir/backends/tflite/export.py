@@ -57,6 +57,7 @@ from quantir.backends.tflite.schema import (
     Conv2DOptions,
     DepthwiseConv2DOptions,
     FullyConnectedOptions,
+    GatherOptions,
     GeluOptions,
     LeakyReluOptions,
     MulOptions,
@@ -67,6 +68,9 @@ from quantir.backends.tflite.schema import (
     ResizeBilinearOptions,
     ResizeNearestNeighborOptions,
     SoftmaxOptions,
+    SpaceToBatchNDOptions,
+    BatchToSpaceNDOptions,
+    SpaceToDepthOptions,
     StridedSliceOptions,
     SubOptions,
 )
@@ -77,7 +81,7 @@ from quantir.ir import Function, Module, Operation, Value
 from quantir.ir.dialects import func, nn, qnn, quant
 from quantir.ir.dialects.nn_conv import window_geometry
 from quantir.ir.dialects.nn_index import slice_bounds
-from quantir.types import FloatType, QuantizedType, TensorType, UniformQuantizedPerAxisType
+from quantir.types import FloatType, IntegerType, QuantizedType, TensorType, UniformQuantizedPerAxisType
 
 __all__ = ["Form", "TFLiteExport", "export_tflite", "save_tflite", "NHWC_PERM", "NCHW_PERM"]
 
@@ -143,8 +147,10 @@ def _dtype(v: Value) -> np.dtype:
     e = v.type.element_type
     if e == FloatType("f32"):
         return np.dtype(np.float32)
+    if e == IntegerType(32):   # plain int32: GATHER indices a .tflite model takes at run time
+        return np.dtype(np.int32)
     raise UnsupportedOpError(f"value '{v.name_hint}' of type {v.type} has no TFLite tensor type "
-                             "(only int8/int32 quantized and float32 tensors are written)")
+                             "(only int8/int32 quantized, int32 and float32 tensors are written)")
 
 
 class _Exporter:
@@ -572,6 +578,47 @@ def dcast(ex: _Exporter, op: Operation) -> None:
     ex.emit(OP.DEQUANTIZE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS)
 
 
+def gather(ex: _Exporter, op: Operation) -> None:
+    """GATHER along the same axis (its NHWC axis when the data lives there). LiteRT refuses negative
+    indices: constant ones are written non-negative (ONNX counts them from the end); run-time ones
+    are passed as they are, as a .tflite model that took them did."""
+    x, idx = op.operands
+    rank = len(x.type.shape)
+    axis = int(op.attr("axis")) % rank
+    form = ex.prefer(x) if len(idx.type.shape) == 1 else Form.ASIS   # a 1-D index keeps the rank
+    values = quant.stored_constant(idx)
+    if values is None:
+        indices = ex.get(idx, Form.ASIS)
+    else:
+        values = np.asarray(values, np.int64)
+        values = np.where(values < 0, values + x.type.shape[axis], values).astype(np.int32)
+        indices = ex.b.add_constant(ex._name(f"{op.results[0].name_hint}/indices"), values.copy(order="C"))
+    ex.emit(OP.GATHER, op, [ex.get(x, form), indices], form,
+            GatherOptions(axis=_TO_NHWC_AXIS[axis] if form is Form.NHWC else axis))
+
+
+def space_to_depth(ex: _Exporter, op: Operation) -> None:
+    if op.attr("mode") != "DCR":
+        raise UnsupportedOpError(f"{_what(op)}: mode {op.attr('mode')}; LiteRT's SPACE_TO_DEPTH orders channels "
+                                 "as DCR (ONNX SpaceToDepth)")
+    ex.emit(OP.SPACE_TO_DEPTH, op, [ex.get(op.operands[0], Form.NHWC)], Form.NHWC,
+            SpaceToDepthOptions(block_size=int(op.attr("blocksize"))))
+
+
+def _space_batch(code, pairs: str, options):
+    """SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND on the NHWC form, block_shape and the [2, 2] pairs as
+    int32 constants (the pairs are per spatial axis, which NHWC keeps in order)."""
+    def rule(ex: _Exporter, op: Operation) -> None:
+        x, name = op.operands[0], op.results[0].name_hint
+        if len(x.type.shape) != 4:
+            raise UnsupportedOpError(f"{_what(op)}: only the 4-D (two spatial axes) form is exported, the input "
+                                     f"is {x.type}")
+        flat = [int(v) for v in op.attr(pairs)]
+        ex.emit(code, op, [ex.get(x, Form.NHWC), ex.int32([int(b) for b in op.attr("block_shape")], f"{name}/block"),
+                           ex.int32(np.reshape(flat, (-1, 2)), f"{name}/{pairs}")], Form.NHWC, options())
+    return rule
+
+
 RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     quant.QCAST: qcast, quant.DCAST: dcast, qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
     qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
@@ -586,6 +633,9 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.CLAMP: clamp,
     nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,
     nn.TRANSPOSE: transpose, nn.IDENTITY: identity, nn.SLICE: slice_,
+    nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,
+    qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
+    qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
 }
 
 

@@ -1,6 +1,8 @@
-"""Converters of the data-movement ops: RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, SLICE, STRIDED_SLICE.
+"""Converters of the data-movement ops: RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, SLICE, STRIDED_SLICE,
+GATHER, SPACE_TO_DEPTH, SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND.
 
-They become ``nn`` ops on quantized tensors (``qnn.DATA_MOVEMENT``). RESHAPE and EXPAND_DIMS
+They become ``nn`` ops on quantized tensors (``qnn.DATA_MOVEMENT``); the two batch ops, whose
+SPACE_TO_BATCH_ND pads with the zero point, ``qnn`` ops. RESHAPE and EXPAND_DIMS
 produce the TFLite layout; SQUEEZE drops axes in any layout; TRANSPOSE keeps the data. Each
 avoids a layout transpose where the arithmetic allows:
 
@@ -10,9 +12,11 @@ avoids a layout transpose where the arithmetic allows:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...backends.tflite.schema import BuiltinOperator as OP
 from ...errors import ModelFormatError, UnsupportedOpError
-from ...ir.dialects import nn
+from ...ir.dialects import nn, qnn
 from . import layout as L
 from .importer import Converter, OpContext
 from .tensors import dims
@@ -119,7 +123,55 @@ def slice_(ctx: OpContext) -> None:
     _emit_slice(ctx, begin, [_TO_THE_END if s == -1 else b + s for b, s in zip(begin, size)], [1] * r)
 
 
+def gather(ctx: OpContext) -> None:
+    """``nn.gather``; with 1-D indices the output keeps the data's layout (the gathered axis is
+    replaced in place). LiteRT's batch_dims has no ``nn.gather`` form and is refused."""
+    o, r = ctx.options, ctx.rank(0)
+    if o.batch_dims:
+        raise UnsupportedOpError(f"GATHER with batch_dims {o.batch_dims} is not supported (only 0)")
+    if not -r <= o.axis < r:
+        raise ModelFormatError(f"axis {o.axis} is out of range for rank {r}")
+    k = ctx.rank(1)
+    perm = ctx.native_or_identity(0) if k == 1 else L.identity(r)
+    indices = ctx.constant(1, L.identity(k)) if ctx.is_const(1) else ctx.input(1, L.identity(k))
+    ctx.emit(nn.GATHER, [ctx.input(0, perm), indices], perm if k == 1 else L.identity(r - 1 + k),
+             axis=perm[o.axis % r])
+
+
+def space_to_depth(ctx: OpContext) -> None:
+    if ctx.rank(0) != 4 or ctx.options.block_size < 1:
+        raise ModelFormatError(f"SPACE_TO_DEPTH needs a 4-D input and a positive block size, found shape "
+                               f"{list(ctx.tensor(0).shape)} and block size {ctx.options.block_size}")
+    nchw = L.channels_first(4)
+    ctx.emit(nn.SPACE_TO_DEPTH, [ctx.input(0, nchw)], nchw, blocksize=ctx.options.block_size)
+
+
+def _space_batch(opdef, pairs: str) -> Converter:
+    """SPACE_TO_BATCH_ND (``paddings``) / BATCH_TO_SPACE_ND (``crops``) on NHWC or NHC: the qnn op
+    on the channels-first form, with constant block sizes and [M, 2] pairs."""
+    def convert(ctx: OpContext) -> None:
+        r = ctx.rank(0)
+        if r not in (3, 4):
+            raise UnsupportedOpError(f"{ctx.op_name} of a rank-{r} input; LiteRT's kernels take rank 3 or 4")
+        for i, what in ((1, "block_shape"), (2, pairs)):
+            if not ctx.is_const(i):
+                raise UnsupportedOpError(f"{ctx.op_name} with its {what} computed at run time: quantir needs "
+                                         "them constant")
+        block, table = ctx.const_vector(1, "block_shape"), np.asarray(ctx.const(2, pairs))
+        if len(block) != r - 2 or table.shape != (r - 2, 2):
+            raise ModelFormatError(f"block_shape {list(block)} and {pairs} of shape {list(table.shape)} must "
+                                   f"cover the {r - 2} spatial axes ({r - 2} values, [{r - 2}, 2])")
+        layout = L.channels_first(r)
+        ctx.emit(opdef, [ctx.input(0, layout)], layout, block_shape=block,
+                 **{pairs: [int(v) for v in table.reshape(-1)]})
+    return convert
+
+
 CONVERTERS: dict[OP, Converter] = {
+    OP.GATHER: gather,
+    OP.SPACE_TO_DEPTH: space_to_depth,
+    OP.SPACE_TO_BATCH_ND: _space_batch(qnn.SPACE_TO_BATCH_ND, "paddings"),
+    OP.BATCH_TO_SPACE_ND: _space_batch(qnn.BATCH_TO_SPACE_ND, "crops"),
     OP.RESHAPE: reshape,
     OP.TRANSPOSE: transpose,
     OP.SQUEEZE: squeeze,

@@ -283,3 +283,58 @@ CLAMP = qdefine("clamp", ("x",), dict(_ACT), _both(_verify_activation, _same_sha
 DATA_MOVEMENT: frozenset[OpDef] = frozenset({nn.RESHAPE, nn.FLATTEN, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE,
                                              nn.SLICE, nn.GATHER, nn.SPLIT, nn.DEPTH_TO_SPACE,
                                              nn.SPACE_TO_DEPTH, nn.IDENTITY})
+
+
+def _space_batch_checker(pairs_name: str, to_batch: bool):
+    """SPACE_TO_BATCH_ND (``to_batch``) / BATCH_TO_SPACE_ND on NCHW or NCH: the result shape from
+    ``block_shape`` and the flattened ``[M, 2]`` (begin, end) pairs per spatial axis."""
+    def check(op: Operation) -> str | None:
+        x, y = op.operands[0].type, op.results[0].type
+        block, pairs = [int(b) for b in op.attr("block_shape")], [int(p) for p in op.attr(pairs_name)]
+        if not x.is_ranked or not y.is_ranked:
+            return None
+        if x.rank not in (3, 4) or len(block) != x.rank - 2:
+            return f"the input must be NCH or NCHW with one block size per spatial axis, got {_shape(x)} and {block}"
+        if min(block) < 1 or len(pairs) != 2 * len(block) or min(pairs) < 0:
+            return f"block_shape {block} must be positive and {pairs_name} {pairs} two non-negative values per axis"
+        total = int(np.prod(block))
+        n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
+        out = []
+        for i, (d, b) in enumerate(zip(spatial, block)):
+            lo, hi = pairs[2 * i], pairs[2 * i + 1]
+            if d is None:
+                out.append(None)
+            elif to_batch:
+                if (d + lo + hi) % b:
+                    return f"padded spatial size {d + lo + hi} (axis {i + 2}) is not a multiple of its block {b}"
+                out.append((d + lo + hi) // b)
+            else:
+                if lo + hi > d * b:
+                    return f"crops {lo} + {hi} exceed the spatial size {d * b} (axis {i + 2})"
+                out.append(d * b - lo - hi)
+        if n is None:
+            batch = None
+        elif to_batch:
+            batch = n * total
+        elif n % total:
+            return f"batch {n} is not a multiple of the block product {total}"
+        else:
+            batch = n // total
+        if y.shape != (batch, c, *out):
+            return f"result shape {_shape(y)} does not match the shape {_shape(x.clone(shape=(batch, c, *out)))} " \
+                   "computed from the operand"
+        return None
+    return check
+
+
+_BLOCK = {"block_shape": AttrSpec(AttrKind.INTS, required=True)}
+SPACE_TO_BATCH_ND = qdefine(
+    "space_to_batch_nd", ("x",), {**_BLOCK, "paddings": AttrSpec(AttrKind.INTS, required=True)},
+    _space_batch_checker("paddings", True),
+    "LiteRT SPACE_TO_BATCH_ND on NCHW (or NCH): pad with the zero point, fold each block phase into the batch; "
+    "``paddings`` is TFLite's [M, 2] tensor flattened (begin, end per spatial axis).", same_scale=True)
+BATCH_TO_SPACE_ND = qdefine(
+    "batch_to_space_nd", ("x",), {**_BLOCK, "crops": AttrSpec(AttrKind.INTS, required=True)},
+    _space_batch_checker("crops", False),
+    "LiteRT BATCH_TO_SPACE_ND on NCHW (or NCH): unfold the batch into block phases, then crop; ``crops`` is "
+    "TFLite's [M, 2] tensor flattened.", same_scale=True)
