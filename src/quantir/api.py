@@ -28,6 +28,7 @@ from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
 from .quantize.config import Config
 from .quantize.data import as_dataset
+from .quantize.expand import expand, would_expand
 from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.naming import integer_name
@@ -189,7 +190,13 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     config = config or Config()
     module = load(model)
     fn = module.main
+    if module is model and would_expand(fn, config):   # the caller's Module is theirs: rewrite a copy
+        from .text import parse_module, print_module
+        module = parse_module(print_module(module))
+        fn = module.main
     ensure_names(fn)
+    if expand(fn, config).modified:   # ops with no LiteRT builtin, as ops that have one (quantize.expand)
+        ensure_names(fn)
     annotation = annotate(fn, config)
     if not annotation.regions:
         reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])

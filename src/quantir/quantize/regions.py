@@ -149,3 +149,8 @@ def unary(opdef) -> Pat:
 
 def binary(opdef) -> Pat:
     return Pat.op(opdef, Pat.any("a"), Pat.any("b"), name="op")
+
+
+def commutative(opdef, p: Pat, q: Pat, name: str | None = None) -> Pat:
+    """``opdef(p, q)`` or ``opdef(q, p)``. Name every op of a multi-op pattern: a region claims its named ops."""
+    return Pat.alt(Pat.op(opdef, p, q, name=name), Pat.op(opdef, q, p, name=name))

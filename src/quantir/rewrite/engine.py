@@ -97,7 +97,7 @@ def apply_rules(target: Module | Function, rules: Sequence[Rule], *, max_iterati
                     stats.hits[rule.name] += 1
                     changed = True
                     break
-            erase_dead(fn)
             if not changed:
                 break
+            erase_dead(fn)   # only once a rule rewrote: an untouched function keeps every op
     return stats

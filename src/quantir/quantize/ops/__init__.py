@@ -8,7 +8,8 @@ arithmetic, data movement, windows, resizing and activations.
 from __future__ import annotations
 
 from . import conv, binary, shape, pool, resize, activation, movement  # noqa: F401  (declaration order matters)
-from .registry import DECLARATIONS, Format, QuantOp, SolverRules, declaration_for, declare, patterns
+from .registry import (DECLARATIONS, EXPANSIONS, Format, QuantOp, SolverRules, declaration_for, declare,
+                       declare_expansion, patterns)
 
 PATTERNS = patterns()
 
@@ -19,5 +20,5 @@ def kernel_for(opdef):
     return None if decl is None else decl.kernel
 
 
-__all__ = ["DECLARATIONS", "PATTERNS", "Format", "QuantOp", "SolverRules", "declaration_for", "declare",
-           "kernel_for"]
+__all__ = ["DECLARATIONS", "EXPANSIONS", "PATTERNS", "Format", "QuantOp", "SolverRules", "declaration_for",
+           "declare", "declare_expansion", "kernel_for"]

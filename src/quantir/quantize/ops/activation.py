@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Operation, Value
-from ...ir.dialects import nn, qnn, quant
-from ...rewrite import Match, Pat
+from ...ir import Operation, Value, elements_attr
+from ...ir.dialects import arith, nn, qnn, quant
+from ...rewrite import Match, Pat, Rewriter, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
-from ...types import TensorType, UniformQuantizedType
+from ...types import FloatType, TensorType, UniformQuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
-from ..regions import QuantizerPattern, Region, clip_fusable, rank, unary
+from ..regions import QuantizerPattern, Region, clip_fusable, commutative, rank, unary
 from ..rules import ACT, ANY, FIXED, OpSpec, QuantizedOp
 from ..views import qparams_of
-from .registry import QuantOp, SolverRules, declare
+from .registry import QuantOp, SolverRules, declare, declare_expansion
 
 
 def lower_unary(opdef, **fixed_attrs):
@@ -98,9 +98,42 @@ def hard_swish_range(lo: float, hi: float, input_scale: float) -> tuple[float, f
     return (lo, lo + need) if hi - lo < need else (lo, hi)
 
 
+# x·HardSigmoid(x) with HardSigmoid(1/6, ½), and x·Relu6(x + 3)/6 (older PyTorch exports): hard-swish
+_HS_X = Pat.any("x")
+_HS_SIGMOID = Pat.op(nn.UNARY["hard_sigmoid"], _HS_X, name="gate").one_use()
+_HS_RELU6 = Pat.op(nn.CLIP, commutative(nn.ADD, _HS_X, Pat.const("three"), "shift").one_use(), name="gate").one_use()
+_HS_GATED = commutative(nn.MUL, _HS_X, _HS_RELU6, "product").one_use()
+_HARD_SWISH_WRITTEN = Pat.alt(
+    commutative(nn.MUL, _HS_X, _HS_SIGMOID, "op"),
+    Pat.op(nn.DIV, _HS_GATED, Pat.const("six"), name="op"),
+    commutative(nn.MUL, _HS_GATED, Pat.const("sixth"), "op"))
+
+
+def _close_to(array, want: float) -> bool:
+    a = np.asarray(array, np.float64)
+    return a.size == 1 and bool(np.isclose(float(a.reshape(())), want, rtol=1e-5, atol=0))
+
+
+def _check_hard_swish_written(m: Match) -> str | None:
+    gate = m.ops["gate"]
+    if gate.opdef is nn.CLIP:
+        if (gate.attr("min"), gate.attr("max")) != (0.0, 6.0) or not _close_to(m.consts["three"], 3.0):
+            return "not hard-swish: the gate is not Relu6(x + 3)"
+        if "six" in m.consts and not _close_to(m.consts["six"], 6.0) or \
+                "sixth" in m.consts and not _close_to(m.consts["sixth"], 1.0 / 6.0):
+            return "not hard-swish: the product is not divided by 6"
+    elif not (_close_to(gate.attr("alpha"), 1.0 / 6.0) and _close_to(gate.attr("beta"), 0.5)):
+        return (f"not hard-swish: HardSigmoid({gate.attr('alpha'):g}, {gate.attr('beta'):g}) is not "
+                f"HardSigmoid(1/6, 0.5)")
+    return None
+
+
 HARD_SWISH = declare(QuantOp(
     qnn.HARD_SWISH, OP.HARD_SWISH, OpSpec((ACT,), ACT, limits=(hard_swish_limit,)),
-    patterns=(QuantizerPattern("hard_swish", unary(nn.UNARY["hard_swish"]), lower_unary(qnn.HARD_SWISH)),),
+    patterns=(QuantizerPattern("hard_swish", unary(nn.UNARY["hard_swish"]), lower_unary(qnn.HARD_SWISH)),
+              QuantizerPattern("hard_swish_written", _HARD_SWISH_WRITTEN, lower_unary(qnn.HARD_SWISH),
+                               check=_check_hard_swish_written, priority=-1,
+                               doc="x·HardSigmoid(x) (1/6, ½) or x·Relu6(x + 3)/6 written out")),
     kernel=qnn_ops.hard_swish, solver=SolverRules(output_range=hard_swish_range),
     qdq_ops=(nn.UNARY["hard_swish"],)))
 
@@ -151,39 +184,35 @@ QCAST = declare(QuantOp(
 # association and operand order. The whole subgraph is one region and becomes one lookup table;
 # its inputs and output are the graph's own x and final product, so calibration observes them.
 
-def _commutative(opdef, p: Pat, q: Pat, name: str | None = None) -> Pat:
-    return Pat.alt(Pat.op(opdef, p, q, name=name), Pat.op(opdef, q, p, name=name))
-
-
 _X = Pat.any("x")
 
 
 def _scaled_x(c: str) -> Pat:
     """``x / c`` or ``x · c`` (which constant is checked by the pattern's check)."""
-    return Pat.alt(Pat.op(nn.DIV, _X, Pat.const(c), name="scale"), _commutative(nn.MUL, _X, Pat.const(c), "scale"))
+    return Pat.alt(Pat.op(nn.DIV, _X, Pat.const(c), name="scale"), commutative(nn.MUL, _X, Pat.const(c), "scale"))
 
 
 def _half_x_times(inner: Pat) -> Pat:
     """``(x · inner) · ½`` or ``(x · ½) · inner`` or ``x · (inner · ½)``, in any operand order."""
     half = Pat.const("half")
     return Pat.alt(
-        _commutative(nn.MUL, _commutative(nn.MUL, _X, inner, "product").one_use(), half, "op"),
-        _commutative(nn.MUL, _commutative(nn.MUL, _X, half, "product").one_use(), inner, "op"),
-        _commutative(nn.MUL, _X, _commutative(nn.MUL, inner, half, "product").one_use(), "op"))
+        commutative(nn.MUL, commutative(nn.MUL, _X, inner, "product").one_use(), half, "op"),
+        commutative(nn.MUL, commutative(nn.MUL, _X, half, "product").one_use(), inner, "op"),
+        commutative(nn.MUL, _X, commutative(nn.MUL, inner, half, "product").one_use(), "op"))
 
 
 def _one_plus(f: Pat) -> Pat:
-    return _commutative(nn.ADD, f.one_use(), Pat.const("one"), "one_plus").one_use()
+    return commutative(nn.ADD, f.one_use(), Pat.const("one"), "one_plus").one_use()
 
 
 # every op of a pattern is named: a region claims exactly its named ops
 _ERF_GELU = _half_x_times(_one_plus(Pat.op(nn.UNARY["erf"], _scaled_x("erf_scale").one_use(), name="f")))
 _CUBE = Pat.alt(Pat.op(nn.BINARY["pow"], _X, Pat.const("three"), name="cube"),
-                _commutative(nn.MUL, _X, _commutative(nn.MUL, _X, _X, "square").one_use(), "cube"))
-_INNER = _commutative(nn.ADD, _X, _commutative(nn.MUL, _CUBE.one_use(), Pat.const("cubic"), "cubic_term").one_use(),
+                commutative(nn.MUL, _X, commutative(nn.MUL, _X, _X, "square").one_use(), "cube"))
+_INNER = commutative(nn.ADD, _X, commutative(nn.MUL, _CUBE.one_use(), Pat.const("cubic"), "cubic_term").one_use(),
                       "inner")
 _TANH_GELU = _half_x_times(_one_plus(Pat.op(
-    nn.UNARY["tanh"], _commutative(nn.MUL, _INNER.one_use(), Pat.const("tanh_scale"), "scaled").one_use(), name="f")))
+    nn.UNARY["tanh"], commutative(nn.MUL, _INNER.one_use(), Pat.const("tanh_scale"), "scaled").one_use(), name="f")))
 _EXPECTED = {"half": 0.5, "one": 1.0, "three": 3.0, "cubic": 0.044715, "tanh_scale": float(np.sqrt(2.0 / np.pi))}
 
 
@@ -236,3 +265,51 @@ GELU = declare(QuantOp(
     kernel=gelu_kernel, qdq_ops=(nn.UNARY["gelu"],),
     cannot={},
     doc="GELU as LiteRT's int8 lookup table"))
+
+
+# -- HardSigmoid: no LiteRT builtin, so an expansion -----------------------------------------------------
+# max(0, min(1, α·x + β)) becomes Clip(Add(Mul(x, α), β), 0, 1), the float32 operations ONNX Runtime
+# performs: MUL by an int8 constant, then ADD, whose output range [0, 1] the int8 saturation clamps.
+# x·HardSigmoid(x) with (1/6, ½) is hard-swish: that stays whole for the pattern above.
+
+F32 = FloatType("f32")
+
+
+def _check_hard_sigmoid(m: Match) -> str | None:
+    op = m.ops["op"]
+    users = [u for u, _ in op.results[0].uses]
+    if len(users) == 1 and _check_hard_swish_written(Match(ops={"gate": op})) is None:
+        user = users[0]
+        if user.opdef is nn.MUL and m["x"] in user.operands:
+            return "part of x·HardSigmoid(x), which is hard-swish"
+    if getattr(m["x"].type, "element_type", None) != F32:
+        return f"HardSigmoid on {m['x'].type} is not float32"
+    return None
+
+
+def _expand_hard_sigmoid(rw: Rewriter, m: Match) -> list[Value]:
+    op, x = m.ops["op"], m["x"]
+    y = op.results[0]
+    label = op.label or y.name_hint or "hard_sigmoid"
+
+    def constant(value: float, what: str) -> Value:
+        attr = elements_attr(np.array(value, np.float32))
+        c = rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
+        c.name_hint = f"{y.name_hint}.{what}"
+        return c
+
+    def insert(opdef, operands, what: str, **attrs) -> Value:
+        new = opdef.build(operands, [y.type], **attrs)
+        new.label = f"{label}/{what}" if what else label
+        out = rw.insert(new).result
+        out.name_hint = f"{y.name_hint}.{what}" if what else y.name_hint
+        return out
+
+    scaled = insert(nn.MUL, [x, constant(float(op.attr("alpha")), "alpha")], "scaled")
+    shifted = insert(nn.ADD, [scaled, constant(float(op.attr("beta")), "beta")], "shifted")
+    return [insert(nn.CLIP, [shifted], "", min=0.0, max=1.0)]
+
+
+HARD_SIGMOID = declare_expansion(Rule(
+    "hard_sigmoid", Pat.op(nn.UNARY["hard_sigmoid"], Pat.any("x"), name="op"), _expand_hard_sigmoid,
+    check=_check_hard_sigmoid, doc="HardSigmoid -> MUL, ADD and the clamp of int8 saturation"))

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from ...ir import Operation
 from ...ir.opdef import OpDef
+from ...rewrite import Rule
 from ..builtins import BuiltinOperator
 from ..regions import QuantizerPattern, Region
 from ..rules import OpSpec, QuantizedOp
@@ -86,6 +87,18 @@ class QuantOp:
 
 DECLARATIONS: dict[OpDef, QuantOp] = {}
 _PATTERNS: list[QuantizerPattern] = []
+# Float ops with no LiteRT builtin, rewritten before calibration into float ops that declarations
+# quantize (HardSigmoid: MUL, ADD and a clamp). Every interior value is then a value of the float
+# graph: observed, given its own parameters, seen by the integer trace and CalibrationInfo.
+EXPANSIONS: list[Rule] = []
+
+
+def declare_expansion(rule: Rule) -> Rule:
+    """Register a float rewrite that expands an op no LiteRT builtin computes into ops that some do."""
+    if any(r.name == rule.name for r in EXPANSIONS):
+        raise RuntimeError(f"expansion '{rule.name}' is declared twice")
+    EXPANSIONS.append(rule)
+    return rule
 
 
 def declare(op: QuantOp) -> QuantOp:
