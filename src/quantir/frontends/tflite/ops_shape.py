@@ -133,7 +133,12 @@ def gather(ctx: OpContext) -> None:
         raise ModelFormatError(f"axis {o.axis} is out of range for rank {r}")
     k = ctx.rank(1)
     perm = ctx.native_or_identity(0) if k == 1 else L.identity(r)
-    indices = ctx.constant(1, L.identity(k)) if ctx.is_const(1) else ctx.input(1, L.identity(k))
+    if not ctx.is_const(1):
+        indices = ctx.input(1, L.identity(k))
+    elif k == 0:   # one index (the axis goes away); the importer's constants are at least 1-D
+        indices = ctx.imp.plain_constant(np.asarray(ctx.const(1, "indices")).reshape(()))
+    else:
+        indices = ctx.constant(1, L.identity(k))
     ctx.emit(nn.GATHER, [ctx.input(0, perm), indices], perm if k == 1 else L.identity(r - 1 + k),
              axis=perm[o.axis % r])
 
