@@ -19,15 +19,12 @@ from .rules import (ACT, ANY, BIAS, FIXED, SAME_AS, WEIGHT, CheckReport, Kind, O
 # reads but does not produce them.
 UNDECLARED: dict[str, OpSpec] = {
     "TRANSPOSE_CONV": OpSpec((ANY, WEIGHT(0), ACT, BIAS), ACT),
-    "SUM": OpSpec((ACT, ANY), ACT),
     "PRELU": OpSpec((ACT, ACT), ACT),
     "DEQUANTIZE": OpSpec((ACT,), ANY),
     "SPLIT": OpSpec((ANY, ACT), SAME_AS(1)),
     "DEPTH_TO_SPACE": OpSpec((ACT,), SAME_AS(0)),
     "MAXIMUM": OpSpec((ACT,), SAME_AS(0), variadic=True),
     "MINIMUM": OpSpec((ACT,), SAME_AS(0), variadic=True),
-    "L2_NORMALIZATION": OpSpec((ACT,), FIXED(1.0 / 128.0, 0)),
-    "LOG_SOFTMAX": OpSpec((ACT,), FIXED(16.0 / 256.0, 127)),
 }
 
 

@@ -24,6 +24,9 @@ hard_swish             HardSwish
 leaky_relu             LeakyRelu(alpha)
 clamp                  Relu / Clip(0, 6) / Clip(-1, 1) (nothing when the clamp is a no-op)
 requantize             nothing: the DequantizeLinear of the input feeds the QuantizeLinear
+reduce_sum             ReduceSum(axes, keepdims)
+l2_normalization       LpNormalization(axis=-1, p=2)
+log_softmax            LogSoftmax(axis=-1)
 data movement (nn)     the same nn op on the dequantized input (Reshape, Flatten, Transpose ...)
 =====================  =========================================================================
 
@@ -318,6 +321,12 @@ CONVERT = {
     qnn.LEAKY_RELU: _float(nn.UNARY["leaky_relu"], alpha=lambda op: op.attr("alpha")),
     qnn.CLAMP: clamp,
     qnn.REQUANTIZE: requantize,
+    qnn.REDUCE_SUM: _float(nn.REDUCE["sum"], axes=lambda op: tuple(op.attr("axes")),
+                           keepdims=lambda op: int(op.attr("keepdims"))),
+    qnn.L2_NORMALIZATION: _float(nn.LP_NORMALIZATION, axis=-1, p=2),
+    qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
+    **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
+    **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
 }

@@ -59,6 +59,8 @@ from quantir.backends.tflite.schema import (
     FullyConnectedOptions,
     GatherOptions,
     GeluOptions,
+    L2NormOptions,
+    LogSoftmaxOptions,
     LeakyReluOptions,
     MulOptions,
     Padding,
@@ -445,7 +447,7 @@ def _pool(code):
 _TO_NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
 
 
-def mean(ex: _Exporter, op: Operation) -> None:
+def mean(ex: _Exporter, op: Operation, code=OP.MEAN) -> None:   # SUM too
     x = op.operands[0]
     rank = len(x.type.shape)
     axes = sorted(int(a) % rank for a in op.attr("axes"))
@@ -459,7 +461,7 @@ def mean(ex: _Exporter, op: Operation) -> None:
         if out_form is None:
             form = out_form = Form.ASIS
     t_axes = [_TO_NHWC_AXIS[a] for a in axes] if form is Form.NHWC else axes
-    ex.emit(OP.MEAN, op, [ex.get(x, form), ex.int32(sorted(t_axes), f"{op.results[0].name_hint}/axes")], out_form,
+    ex.emit(code, op, [ex.get(x, form), ex.int32(sorted(t_axes), f"{op.results[0].name_hint}/axes")], out_form,
             ReducerOptions(keep_dims=keep))
 
 
@@ -631,6 +633,17 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.GELU: _elementwise(OP.GELU, lambda op: GeluOptions(approximate=bool(op.attr("approximate")))),
     qnn.LEAKY_RELU: _elementwise(OP.LEAKY_RELU, lambda op: LeakyReluOptions(alpha=float(op.attr("alpha")))),
     qnn.CLAMP: clamp,
+    qnn.REDUCE_SUM: lambda ex, op: mean(ex, op, OP.SUM),
+    # over the IR's last axis, as the kernels read it: the IR layout
+    qnn.L2_NORMALIZATION: lambda ex, op: ex.emit(OP.L2_NORMALIZATION, op, [ex.get(op.operands[0], Form.ASIS)],
+                                                 Form.ASIS, L2NormOptions()),
+    qnn.LOG_SOFTMAX: lambda ex, op: ex.emit(OP.LOG_SOFTMAX, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS,
+                                            LogSoftmaxOptions()),
+    nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,
+    nn.TRANSPOSE: transpose, nn.IDENTITY: identity, nn.SLICE: slice_,
+    nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,
+    qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
+    qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
     nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,
     nn.TRANSPOSE: transpose, nn.IDENTITY: identity, nn.SLICE: slice_,
     nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,

@@ -40,7 +40,7 @@ HardSigmoid Shrink Gelu Clip IsInf Cast
 Add Sub Mul Div Pow Mod PRelu Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor Sum Max Min Mean Where
 Conv ConvTranspose QLinearConv MaxPool AveragePool GlobalAveragePool GlobalMaxPool
 Gemm
-BatchNormalization LayerNormalization InstanceNormalization LRN Softmax LogSoftmax Hardmax
+BatchNormalization LayerNormalization InstanceNormalization LRN Softmax LogSoftmax Hardmax LpNormalization
 ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
 ArgMax ArgMin
 Reshape Flatten Transpose Squeeze Unsqueeze Expand Tile DepthToSpace SpaceToDepth Shape Size ConstantOfShape Range

@@ -5,8 +5,9 @@
 - ADD / SUB / MUL: in the layout of their first non-constant full-rank operand; the other
   operand follows (constants are transposed at import time, a lower-rank operand is first
   given leading unit dims, as numpy broadcasting would);
-- ops with an axis (CONCATENATION, MEAN, PAD, PADV2): TFLite axis ``a`` is IR axis
-  ``perm[a]``; SOFTMAX reads the last axis and so needs a layout that keeps it last.
+- ops with an axis (CONCATENATION, MEAN, SUM, PAD, PADV2): TFLite axis ``a`` is IR axis
+  ``perm[a]``; SOFTMAX, LOG_SOFTMAX and L2_NORMALIZATION read the last axis and so need a
+  layout that keeps it last.
 """
 from __future__ import annotations
 
@@ -67,6 +68,19 @@ def softmax(ctx: OpContext) -> None:
     ctx.emit(qnn.SOFTMAX, [ctx.input(0, perm)], perm, beta=ctx.options.beta)
 
 
+def _on_last_axis(opdef) -> Converter:
+    """L2_NORMALIZATION, LOG_SOFTMAX: like SOFTMAX, in a layout that keeps the last axis last."""
+    def convert(ctx: OpContext) -> None:
+        act = getattr(ctx.options, "fused_activation_function", ActivationFunctionType.NONE)
+        if act != ActivationFunctionType.NONE:
+            raise UnsupportedOpError(f"{ctx.op_name} with fused activation {act.name} is not supported (LiteRT's "
+                                     f"int8 kernel refuses it)")
+        native = ctx.native_or_identity(0)
+        perm = native if not native or native[-1] == len(native) - 1 else L.identity(len(native))
+        ctx.emit(opdef, [ctx.input(0, perm)], perm)
+    return convert
+
+
 def _operand(ctx: OpContext, i: int, perm: L.Perm) -> Value:
     """Input ``i`` broadcast-compatible with an output in layout ``perm``."""
     k, r = ctx.rank(i), len(perm)
@@ -123,12 +137,12 @@ def _axes(ctx: OpContext, i: int, rank: int, what: str) -> list[int]:
     return sorted({a % rank for a in axes})
 
 
-def mean(ctx: OpContext) -> None:
+def mean(ctx: OpContext, opdef=qnn.MEAN) -> None:   # SUM too
     perm = ctx.native_or_identity(0)
     axes = _axes(ctx, 1, len(perm), "axes")
     keep = ctx.options.keep_dims
     out_perm = perm if keep else L.drop_axes(perm, axes)
-    ctx.emit(qnn.MEAN, [ctx.input(0, perm)], out_perm, axes=sorted(perm[a] for a in axes), keepdims=int(keep))
+    ctx.emit(opdef, [ctx.input(0, perm)], out_perm, axes=sorted(perm[a] for a in axes), keepdims=int(keep))
 
 
 def pad(ctx: OpContext) -> None:
@@ -182,6 +196,9 @@ CONVERTERS: dict[OP, Converter] = {
     OP.MUL: _binary(qnn.MUL),
     OP.CONCATENATION: concatenation,
     OP.MEAN: mean,
+    OP.SUM: lambda ctx: mean(ctx, qnn.REDUCE_SUM),
+    OP.L2_NORMALIZATION: _on_last_axis(qnn.L2_NORMALIZATION),
+    OP.LOG_SOFTMAX: _on_last_axis(qnn.LOG_SOFTMAX),
     OP.PAD: pad,
     OP.PADV2: pad,
 }

@@ -13,7 +13,8 @@ The definitions are split by family, each a small table:
                     variadic sum/max/min/mean, where, cast, clip, dropout, identity
 ``nn_conv``         conv, conv_transpose, conv_integer, qlinear_conv, max/average/global pools
 ``nn_linalg``       gemm, matmul, matmul_integer, qlinear_matmul
-``nn_norm``         batch/layer/instance normalization, lrn, softmax, log_softmax, hardmax
+``nn_norm``         batch/layer/instance normalization, lrn, softmax, log_softmax, hardmax,
+                    lp_normalization
 ``nn_reduce``       reduce_{mean,sum,max,min,prod,l1,l2,sum_square,log_sum,log_sum_exp}, arg_max/min
 ``nn_shape``        reshape, flatten, transpose, squeeze, unsqueeze, expand, tile,
                     depth_to_space, space_to_depth, shape, size, constant_of_shape, range
@@ -36,7 +37,7 @@ from .nn_elementwise import (ADD, BINARY, CAST, CLIP, COMPARE, DIV, DROPOUT, IDE
 from .nn_index import CONCAT, GATHER, PAD, RESIZE, SLICE, SPLIT  # noqa: F401
 from .nn_linalg import GEMM, MATMUL, MATMUL_INTEGER, QLINEAR_MATMUL  # noqa: F401
 from .nn_norm import (BATCH_NORMALIZATION, HARDMAX, INSTANCE_NORMALIZATION, LAYER_NORMALIZATION,  # noqa: F401
-                      LOG_SOFTMAX, LRN, SOFTMAX)
+                      LOG_SOFTMAX, LP_NORMALIZATION, LRN, SOFTMAX)
 from .nn_quant import DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR, QUANTIZE_LINEAR  # noqa: F401
 from .nn_reduce import ARG_MAX, ARG_MIN, REDUCE, REDUCE_MEAN  # noqa: F401
 from .nn_shape import (CONSTANT_OF_SHAPE, DEPTH_TO_SPACE, EXPAND, FLATTEN, RANGE, RESHAPE, SHAPE,  # noqa: F401

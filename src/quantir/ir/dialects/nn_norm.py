@@ -1,6 +1,6 @@
 """Normalizations and softmax: ``nn.batch_normalization`` (inference form),
 ``nn.layer_normalization``, ``nn.instance_normalization``, ``nn.lrn``, ``nn.softmax``,
-``nn.log_softmax``, ``nn.hardmax``."""
+``nn.log_softmax``, ``nn.hardmax``, ``nn.lp_normalization``."""
 from __future__ import annotations
 
 from ...errors import ShapeError, UnsupportedOpError
@@ -53,6 +53,16 @@ def _lrn(types, attrs):
     return [types[0]]
 
 
+def _lp_norm(types, attrs):
+    require_float(types[0], "lp_normalization input")
+    if attrs["p"] not in (1, 2):
+        raise UnsupportedOpError(f"lp_normalization p must be 1 or 2 (ONNX LpNormalization), got {attrs['p']}")
+    s = shape_of(types[0])
+    if s is not None:
+        normalize_axis(attrs["axis"], len(s))
+    return [types[0]]
+
+
 def _softmax(types, attrs):
     s = shape_of(types[0])
     if s is not None:
@@ -77,3 +87,5 @@ LRN = define("lrn", ("x",), ("y",), {"alpha": FLOAT(1e-4), "beta": FLOAT(0.75), 
 SOFTMAX = define("softmax", ("input",), ("output",), {"axis": INT(-1)}, _softmax)
 LOG_SOFTMAX = define("log_softmax", ("input",), ("output",), {"axis": INT(-1)}, _softmax)
 HARDMAX = define("hardmax", ("input",), ("output",), {"axis": INT(-1)}, _softmax)
+LP_NORMALIZATION = define("lp_normalization", ("input",), ("output",), {"axis": INT(-1), "p": INT(2)}, _lp_norm,
+                          summary="x divided by its L1 (p=1) or L2 (p=2) norm along axis.")

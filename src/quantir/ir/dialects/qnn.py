@@ -338,3 +338,14 @@ BATCH_TO_SPACE_ND = qdefine(
     _space_batch_checker("crops", False),
     "LiteRT BATCH_TO_SPACE_ND on NCHW (or NCH): unfold the batch into block phases, then crop; ``crops`` is "
     "TFLite's [M, 2] tensor flattened.", same_scale=True)
+
+REDUCE_SUM = qdefine("reduce_sum", ("x",), {"axes": AttrSpec(AttrKind.INTS, required=True),
+                                            "keepdims": AttrSpec(AttrKind.INT, default=1)},
+                     _shape_checker(nn.REDUCE["sum"]),
+                     "LiteRT SUM over ``axes``, rescaled to the output's parameters (its float32 path: "
+                     "quantize/ops/reduce.py says why).")
+L2_NORMALIZATION = qdefine("l2_normalization", ("x",), {}, _same_shape,
+                           "LiteRT L2_NORMALIZATION over the last dim; output (1/128, 0).")
+LOG_SOFTMAX = qdefine("log_softmax", ("x",), {}, _same_shape,
+                      "LiteRT LOG_SOFTMAX over the last dim (fixed point); output (16/256, 127).")
+

@@ -14,7 +14,7 @@ import numpy as np
 from ...ir.opdef import OpDef
 from . import (average_pool, batch_norm, concat, constant, constant_of_shape, conv, conv_integer,
                conv_transpose, depth_to_space, dequantize_linear, dynamic_quantize_linear, elementwise, expand,
-               gather, gemm, global_pool, hardmax, instance_norm, layer_norm, lrn, matmul, matmul_integer,
+               gather, gemm, global_pool, hardmax, instance_norm, layer_norm, lp_norm, lrn, matmul, matmul_integer,
                max_pool, pad, qlinear_conv, qlinear_matmul, quantize_linear, range_, reduce, reshape, resize,
                qnn_ops, shape, slice_, softmax, split, tile, transpose)
 
@@ -27,7 +27,7 @@ _MODULES = (
     conv, conv_transpose, conv_integer, qlinear_conv,
     gemm, matmul, matmul_integer, qlinear_matmul,
     max_pool, average_pool, global_pool,
-    batch_norm, layer_norm, instance_norm, lrn, softmax, hardmax,
+    batch_norm, layer_norm, instance_norm, lrn, softmax, hardmax, lp_norm,
     reduce,
     reshape, expand, transpose, tile, depth_to_space, shape, constant_of_shape, range_,
     concat, split, slice_, gather, pad, resize,
