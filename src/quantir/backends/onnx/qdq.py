@@ -327,8 +327,6 @@ CONVERT = {
     qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
-    **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
-    **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
 }
 
 __all__ = ["CONVERT", "activation", "finish", "is_global_mean", "nearest", "ort_nearest_indices"]

@@ -644,11 +644,6 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,
     qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
     qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
-    nn.RESHAPE: reshape, nn.FLATTEN: reshape, nn.SQUEEZE: reshape, nn.UNSQUEEZE: reshape,
-    nn.TRANSPOSE: transpose, nn.IDENTITY: identity, nn.SLICE: slice_,
-    nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,
-    qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
-    qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
 }
 
 
