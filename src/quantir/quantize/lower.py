@@ -27,12 +27,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import QuantirError
-from ..ir import Block, Function, Operation, StringAttr, Value, elements_attr, verify_function
+from ..ir import Function, Operation, StringAttr, Value, verify_function
+from ..ir.builder import OpBuilder, function_like
 from ..ir.dialects import arith, func, qnn, quant
+from ..ir.mapping import IRMapping
 from ..numerics import (bias_qparams, quantize_bias, quantize_multipliers,
                         quantize_tflite)
-from ..types import (FloatType, FunctionType, IntegerType, TensorType, Type, UniformQuantizedPerAxisType,
+from ..types import (FloatType, IntegerType, TensorType, Type, UniformQuantizedPerAxisType,
                      UniformQuantizedType)
 from .config import Config
 from .naming import integer_name, requantized_name
@@ -53,25 +54,23 @@ class Lowerer:
         self.annotation = annotation
         self.params = params
         self.config = config
-        self.floats: dict[Value, Value] = {}
-        self.quants: dict[Value, Value] = {}
+        # each source value's float version and its first integer version (``quantized``)
+        self.floats: IRMapping[Value] = IRMapping()
+        self.quants: IRMapping[Value] = IRMapping()
         self.requants: dict[tuple[int, float, int], Value] = {}
         if arguments is None:
-            self.fn = Function(fn.name, fn.type, body=Block([a.type for a in fn.arguments]),
-                               arg_attrs=[dict(a) for a in fn.arg_attrs], res_attrs=[dict(r) for r in fn.res_attrs],
-                               attributes=dict(fn.attributes), loc=fn.loc)
+            self.fn = function_like(fn)
             bound = [(old, old.type) for old in fn.arguments]
         else:
             types = [t for _, t in arguments]
-            self.fn = Function(f"{fn.name}_segment", FunctionType(tuple(types), ()), body=Block(types),
-                               arg_attrs=[{"quantir.name": StringAttr(f"in{i}")} for i in range(len(types))])
+            self.fn = Function.create(f"{fn.name}_segment", types, [],
+                                      arg_attrs=[{"quantir.name": StringAttr(f"in{i}")} for i in range(len(types))])
             bound = list(arguments)
+        self.builder = OpBuilder.at_end(self.fn)
         for (old, t), new in zip(bound, self.fn.arguments):
             new.name_hint = old.name_hint
-            if isinstance(t, TensorType) and isinstance(t.element_type, UniformQuantizedType):
-                self.quants[old] = new
-            else:
-                self.floats[old] = new
+            is_int = isinstance(t, TensorType) and isinstance(t.element_type, UniformQuantizedType)
+            (self.quants if is_int else self.floats).map(old, new)
 
     def finish(self, outputs: Sequence[Value]) -> Function:
         """End a segment: return ``outputs`` (named ``out0``, ``out1``...), verified."""
@@ -83,14 +82,11 @@ class Lowerer:
 
     # -- building helpers ---------------------------------------------------------------------
     def emit(self, op: Operation, like: Operation | None = None) -> Operation:
-        if like is not None:
-            op.loc = op.loc or like.loc
-            op.label = op.label or like.label
-        return self.fn.body.append(op)
+        """Append ``op``, with ``like``'s location and label where it has none."""
+        return self.builder.insert(op, like)
 
     def constant(self, array: np.ndarray, element_type: Type | None = None) -> Value:
-        attr = elements_attr(array, element_type)
-        return self.emit(arith.CONSTANT.build([], [attr.type], value=attr)).result
+        return self.builder.constant(array, element_type)
 
     def stored_constant(self, ints: np.ndarray, storage: IntegerType, qtype: Type) -> Value:
         """Storage integers as a constant, reinterpreted as the quantized type (quant.scast)."""
@@ -99,23 +95,20 @@ class Lowerer:
 
     # -- value versions -----------------------------------------------------------------------
     def floating(self, v: Value) -> Value:
-        if v in self.floats:
-            return self.floats[v]
+        have = self.floats.lookup_or_none(v)
+        if have is not None:
+            return have
         array = constant_array(v)
         if array is not None:
             out = self.constant(array, v.type.element_type)
-        elif v in self.quants:
-            q = self.quants[v]
-            out = self.emit(quant.DCAST.build([q], [v.type])).result
-        else:
-            raise QuantirError(f"value '{v.name_hint}' is used before it is defined")
+        else:   # not yet defined in float: the integer version, dequantized (or the lookup's error)
+            out = self.emit(quant.DCAST.build([self.quants.lookup(v)], [v.type])).result
         out.name_hint = v.name_hint
-        self.floats[v] = out
-        return out
+        return self.floats.map(v, out)
 
     def quantized(self, v: Value, params: ActParams) -> Value:
         want = act_type(params, v.type)
-        have = self.quants.get(v)
+        have = self.quants.lookup_or_none(v)
         if have is not None and have.type == want:
             return have
         key = (id(v), params.scale, params.zero_point)
@@ -135,7 +128,7 @@ class Lowerer:
         out.name_hint = integer_name(v.name_hint) if have is None and array is None else \
             requantized_name(v.name_hint, len(self.requants))
         if have is None and array is None:
-            self.quants[v] = out
+            self.quants.map(v, out)
         self.requants[key] = out
         return out
 
@@ -205,16 +198,12 @@ class Lowerer:
         out = region.pattern.lower(self, region)
         out.name_hint = integer_name(region.output.name_hint)
         out.op.label = out.op.label or region.label
-        self.quants[region.output] = out
+        self.quants.map(region.output, out)
         return out
 
     def copy_float(self, op: Operation) -> None:
-        new = Operation(op.opdef, [self.floating(v) for v in op.operands], [r.type for r in op.results],
-                        dict(op.attributes), op.loc, op.label)
-        self.emit(new)
-        for old, r in zip(op.results, new.results):
-            r.name_hint = old.name_hint
-            self.floats[old] = r
+        """``op`` unchanged, on the float versions of its operands."""
+        self.builder.clone(op, self.floats, operands=[self.floating(v) for v in op.operands])
 
 
 def fixed_point(real: np.ndarray) -> dict:

@@ -24,10 +24,12 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from ...errors import QuantirError, UnsupportedOpError
-from ...ir import Block, Function, Operation, Value, elements_attr, verify_function
+from ...errors import UnsupportedOpError
+from ...ir import Function, Operation, Value, verify_function
 from ...ir.attributes import DenseElementsAttr, DenseResourceAttr
+from ...ir.builder import OpBuilder, function_like
 from ...ir.dialects import arith, nn, quant
+from ...ir.mapping import IRMapping
 from ...ir.opdef import OpDef
 from ...numerics import fused_activation_range
 from ...types import QuantizedType, TensorType, Type, UniformQuantizedPerAxisType, UniformQuantizedType
@@ -139,11 +141,11 @@ class Builder:
         self.table = table
         self.format = format
         self.opset = opset
-        self.fn = Function(src.name, src.type, body=Block([a.type for a in src.arguments]),
-                           arg_attrs=[dict(a) for a in src.arg_attrs], res_attrs=[dict(r) for r in src.res_attrs],
-                           attributes=dict(src.attributes), loc=src.loc)
-        self._new: dict[Value, Value] = {}
-        self._floats: dict[Value, Value] = {}
+        self.fn = function_like(src)
+        self.builder = OpBuilder.at_end(self.fn)
+        self._new: IRMapping[Value] = IRMapping()
+        self._new.map_all(src.arguments, self.fn.arguments)
+        self._floats: IRMapping[Value] = IRMapping()
         self._consts: dict[tuple, Value] = {}
         self._done: set[Operation] = set()
         # the function's own dcast of a value is its one DequantizeLinear, emitted where first needed
@@ -151,9 +153,6 @@ class Builder:
         for op in src.ops:
             if op.opdef is quant.DCAST:
                 self._dcasts.setdefault(op.operands[0], op)
-        for old, new in zip(src.arguments, self.fn.arguments):
-            new.name_hint = old.name_hint
-            self._new[old] = new
 
     # -- the pass -------------------------------------------------------------------------------
     def run(self) -> Function:
@@ -172,7 +171,7 @@ class Builder:
                 self.define(r, self.stored_constant(constant_array(op.operands[0]), r.type, self.name_of(r)))
             elif op.opdef is quant.DCAST and op.operands[0] not in self._floats:
                 x = op.operands[0]
-                self._floats[x] = self.clone(op, label=f"{self.name_of(x)}/dequantize")[0]
+                self._floats.map(x, self.clone(op, label=f"{self.name_of(x)}/dequantize")[0])
             elif op.opdef is quant.QCAST:
                 self.clone(op, label=f"{base_name(op.results[0])}/quantize")
             else:
@@ -184,21 +183,19 @@ class Builder:
     # -- values ---------------------------------------------------------------------------------
     def value(self, v: Value) -> Value:
         """The new version of source value ``v`` (same type)."""
-        try:
-            return self._new[v]
-        except KeyError:
-            raise QuantirError(f"value '{v.name_hint}' is used before it is defined") from None
+        return self._new.lookup(v)
 
     def define(self, src: Value, new: Value) -> None:
         new.name_hint = src.name_hint or new.name_hint
-        self._new[src] = new
+        self._new.map(src, new)
 
     def dequantized(self, v: Value) -> Value:
         """The float version of source value ``v``: one DequantizeLinear per quantized value."""
         if not is_quantized(v):
             return self.value(v)
-        if v in self._floats:
-            return self._floats[v]
+        have = self._floats.lookup_or_none(v)
+        if have is not None:
+            return have
         own = self._dcasts.get(v)
         if own is not None and own not in self._done:
             # the function's own dcast (an output) is moved up to here
@@ -214,8 +211,7 @@ class Builder:
         else:
             out = self.emit(quant.DCAST, [self.value(v)], float_type(v.type), name=f"{self.name_of(v)}__dq",
                             label=f"{self.name_of(v)}/dequantize")
-        self._floats[v] = out
-        return out
+        return self._floats.map(v, out)
 
     def quantize(self, src: Value, x: Value) -> Value:
         """QuantizeLinear of the float ``x`` to ``src``'s type; the result becomes ``src``."""
@@ -230,9 +226,7 @@ class Builder:
         key = (name, array.dtype.str, array.shape, array.tobytes()) if array.size <= 4096 else None
         if key is not None and key in self._consts:
             return self._consts[key]
-        attr = elements_attr(array)
-        out = self.append(arith.CONSTANT.build([], [attr.type], value=attr)).results[0]
-        out.name_hint = name
+        out = self.builder.constant(array, name=name)
         if key is not None:
             self._consts[key] = out
         return out
@@ -242,9 +236,7 @@ class Builder:
         ``quant.scast`` express): the exporter writes it as one int8/int32 initializer, with no
         Identity between the initializer and its DequantizeLinear."""
         attr = DenseElementsAttr(np.asarray(ints, order="C").astype(numpy_dtype(t, f"constant '{name}'")), t)
-        out = self.append(arith.CONSTANT.build([], [t], value=attr)).results[0]
-        out.name_hint = name
-        return out
+        return self.builder.constant(attr, name=name)
 
     def scale(self, v: Value) -> Value:
         """The scale of quantized source value ``v``, an initializer named after ``v`` (as ONNX
@@ -301,12 +293,7 @@ class Builder:
 
     def clone(self, op: Operation, label: str | None = None) -> list[Value]:
         """``op`` unchanged (labelled ``label`` when it has none), on the new versions of its operands."""
-        new = Operation(op.opdef, [self.value(v) for v in op.operands], [r.type for r in op.results],
-                        dict(op.attributes), op.loc, op.label or label)
-        self.append(new)
-        for old, r in zip(op.results, new.results):
-            self.define(old, r)
-        return list(new.results)
+        return list(self.builder.clone(op, self._new, label=label).results)
 
     def append(self, op: Operation) -> Operation:
-        return self.fn.body.append(op)
+        return self.builder.insert(op)

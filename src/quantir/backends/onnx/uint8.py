@@ -30,9 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from ...ir import Block, Function, Operation, Value, elements_attr
+from ...ir import Function, Value
 from ...ir.attributes import IntegerAttr
+from ...ir.builder import OpBuilder, function_like
 from ...ir.dialects import arith, qnn, quant
+from ...ir.mapping import IRMapping
 from ...types import IntegerType, TensorType, Type, UniformQuantizedType
 from .builder import constant_array, qtype
 
@@ -66,16 +68,13 @@ def uint8_activations(fn: Function) -> Function:
     if interface:
         raise UnsupportedOpError(f"uint8 activations need float inputs and outputs; '{interface[0].name_hint}' is "
                                  f"{interface[0].type} (export with activations='int8')")
-    out = Function(fn.name, fn.type, body=Block([a.type for a in fn.arguments]),
-                   arg_attrs=[dict(a) for a in fn.arg_attrs], res_attrs=[dict(r) for r in fn.res_attrs],
-                   attributes=dict(fn.attributes), loc=fn.loc)
-    new: dict[Value, Value] = {}
-    for old, a in zip(fn.arguments, out.arguments):
-        a.name_hint = old.name_hint
-        new[old] = a
+    out = function_like(fn)
+    b = OpBuilder.at_end(out)
+    new: IRMapping[Value] = IRMapping()
+    new.map_all(fn.arguments, out.arguments)
     for op in fn.ops:
         types = [r.type if r in weights else (_uint8_type(r.type) or r.type) for r in op.results]
-        operands = [new[v] for v in op.operands]
+        operands = [new.lookup(v) for v in op.operands]
         attributes = dict(op.attributes)
         changed = any(t is not r.type for t, r in zip(types, op.results))
         if changed and op.opdef is quant.SCAST:
@@ -85,17 +84,10 @@ def uint8_activations(fn: Function) -> Function:
                 raise UnsupportedOpError(f"{op.describe()}: reinterpreting a computed int8 tensor as "
                                          f"quantized has no uint8 form")
             shifted = (np.asarray(ints).astype(np.int16) + 128).astype(np.uint8)
-            attr = elements_attr(shifted, IntegerType(8))
-            c = out.body.append(arith.CONSTANT.build([], [attr.type], value=attr)).results[0]
-            c.name_hint = op.operands[0].name_hint
-            operands = [c]
+            operands = [b.constant(shifted, IntegerType(8), name=op.operands[0].name_hint)]
         elif changed and op.opdef is arith.CONSTANT:
             raise UnsupportedOpError(f"{op.describe()}: a constant typed int8-quantized has no uint8 form")
         elif changed and op.opdef is qnn.PAD and op.attr("value") is not None:
             attributes["value"] = IntegerAttr(int(op.attr("value")) + 128, attributes["value"].type)
-        copy = Operation(op.opdef, operands, types, attributes, op.loc, op.label)
-        out.body.append(copy)
-        for o, r in zip(op.results, copy.results):
-            r.name_hint = o.name_hint
-            new[o] = r
+        b.clone(op, new, operands=operands, result_types=types, attributes=attributes)
     return out
