@@ -61,8 +61,8 @@ def test_unknown_op_names_the_op_and_its_output():
     g = Graph()
     x = g.input("x", (2, 3), 0.1)
     y = g.act("y", (3, 3), 0.1)
-    g.op(OP.GATHER, [x, g.const("idx", np.array([0, 1, 1], np.int32))], [y])
-    with pytest.raises(UnsupportedOpError, match=r"operator 0 \(GATHER -> 'y'\): op GATHER is not supported"):
+    g.op(OP.L2_POOL_2D, [x], [y])   # (GATHER was the example until quantir read it)
+    with pytest.raises(UnsupportedOpError, match=r"operator 0 \(L2_POOL_2D -> 'y'\): op L2_POOL_2D is not supported"):
         import_tflite(g.finish([y]))
 
 
