@@ -81,6 +81,7 @@ from quantir.backends.tflite.writer import ModelBuilder
 from quantir.errors import QuantirError, ResourceError, UnsupportedOpError
 from quantir.ir import Function, Module, Operation, Value
 from quantir.ir.dialects import func, nn, qnn, quant
+from quantir.ir.mapping import IRMapping
 from quantir.ir.dialects.nn_conv import window_geometry
 from quantir.ir.dialects.nn_index import slice_bounds
 from quantir.types import FloatType, IntegerType, QuantizedType, TensorType, UniformQuantizedPerAxisType
@@ -162,7 +163,8 @@ class _Exporter:
         self.fn = fn
         self.io = io
         self.b = ModelBuilder(description="quantir int8")
-        self.forms: dict[Value, dict[Form, int]] = {}
+        # each IR value -> its tensors by form; a mapped value has at least one
+        self.forms: IRMapping[dict[Form, int]] = IRMapping()
         self.bindings: dict[str, tuple[int, tuple[int, ...] | None]] = {}
         self.names: set[str] = set()
         self.next_suffix: dict[str, int] = {}   # base -> the first suffix not yet tried for it
@@ -192,7 +194,7 @@ class _Exporter:
         q = quantization if quantization is not None else _quantization(v)
         idx = self.b.add_tensor(self._name((v.name_hint or "t") + suffix), shape, dtype or _dtype(v), q,
                                 shape_signature=signature)
-        self.forms.setdefault(v, {})[form] = idx
+        self.bind(v, form, idx)
         if bind and v.name_hint and v.name_hint not in self.bindings:
             self.bindings[v.name_hint] = (idx, NHWC_PERM if form is Form.NHWC else None)
         return idx
@@ -206,12 +208,19 @@ class _Exporter:
     def int32(self, values, name: str) -> int:
         return self.constant(np.asarray(values, np.int32), name)
 
+    def bind(self, v: Value, form: Form, idx: int) -> None:
+        """Tensor ``idx`` holds ``v`` in ``form``."""
+        have = self.forms.lookup_or_none(v)
+        if have is None:
+            have = self.forms.map(v, {})
+        have[form] = idx
+
     def has(self, v: Value, form: Form) -> bool:
-        return form in self.forms.get(v, {})
+        return form in (self.forms.lookup_or_none(v) or {})
 
     def get(self, v: Value, form: Form) -> int:
         """The tensor of ``v`` in ``form``: constants are written in it, others converted once."""
-        have = self.forms.get(v, {})
+        have = self.forms.lookup_or_none(v) or {}
         if form in have:
             return have[form]
         data = quant.stored_constant(v)
@@ -220,10 +229,9 @@ class _Exporter:
             arr = arr.transpose(NHWC_PERM) if form is Form.NHWC else arr
             idx = self.constant(arr, (v.name_hint or "const") + ("/nhwc" if form is Form.NHWC else ""),
                                 _quantization(v))
-            self.forms.setdefault(v, {})[form] = idx
+            self.bind(v, form, idx)
             return idx
-        if not have:
-            raise QuantirError(f"value '{v.name_hint}' is used before it is defined")
+        have = self.forms.lookup(v)   # (a value no op defined yet: the lookup's error names it)
         (src_form, src), = list(have.items())[:1]
         dst = self.new_tensor(v, form, suffix="/" + form.value, bind=False)
         if self.same_order(v):
@@ -264,8 +272,7 @@ class _Exporter:
         for arg in self.fn.arguments:
             if arg in int8_args:
                 qcast = int8_args[arg]
-                inputs.append(self.new_tensor(qcast.results[0], Form.ASIS))
-                self.forms[arg] = {}
+                inputs.append(self.new_tensor(qcast.results[0], Form.ASIS))   # the argument itself is never read
             else:
                 inputs.append(self.new_tensor(arg, Form.ASIS))
         ret = None
@@ -277,7 +284,7 @@ class _Exporter:
             elif op.opdef is quant.QCAST and op.operands[0] in int8_args:
                 continue
             elif op.opdef is quant.DCAST and self.io == "int8" and self._returned_only(op.results[0]):
-                self.forms[op.results[0]] = {Form.ASIS: self.get(op.operands[0], Form.ASIS)}
+                self.forms.map(op.results[0], {Form.ASIS: self.get(op.operands[0], Form.ASIS)})
             else:
                 rule = RULES.get(op.opdef)
                 if rule is None:
@@ -530,7 +537,7 @@ def transpose(ex: _Exporter, op: Operation) -> None:
     rank = len(x.type.shape)
     perm = op.attr("perm") or tuple(reversed(range(rank)))
     if ex.has(x, Form.NHWC) and tuple(perm) == NHWC_PERM:   # the NHWC form is this transpose's result
-        ex.forms[op.results[0]] = {Form.ASIS: ex.get(x, Form.NHWC)}
+        ex.forms.map(op.results[0], {Form.ASIS: ex.get(x, Form.NHWC)})
         ex.bindings.setdefault(op.results[0].name_hint, (ex.get(x, Form.NHWC), None))
         return
     ex.emit(OP.TRANSPOSE, op, [ex.get(x, Form.ASIS), ex.int32(perm, f"{op.results[0].name_hint}/perm")], Form.ASIS)
@@ -566,7 +573,8 @@ def slice_(ex: _Exporter, op: Operation) -> None:
 
 
 def identity(ex: _Exporter, op: Operation) -> None:
-    ex.forms[op.results[0]] = dict(ex.forms.get(op.operands[0], {})) or {Form.ASIS: ex.get(op.operands[0], Form.ASIS)}
+    x = op.operands[0]
+    ex.forms.map(op.results[0], dict(ex.forms.lookup_or_none(x) or {}) or {Form.ASIS: ex.get(x, Form.ASIS)})
 
 
 def qcast(ex: _Exporter, op: Operation) -> None:
