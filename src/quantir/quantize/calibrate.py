@@ -62,7 +62,8 @@ def observed_values(annotation: Annotation) -> list[Value]:
     """Every float tensor whose range decides a quantization parameter."""
     out: dict[int, Value] = {}
     for region in annotation.regions:
-        for v in [*region.inputs, region.output]:
+        outputs = [region.output] if region.pattern.op.output_quantized else []
+        for v in [*region.inputs, *outputs]:
             if constant_array(v) is None and isinstance(v.type, TensorType) \
                     and isinstance(v.type.element_type, FloatType):
                 out.setdefault(id(v), v)

@@ -196,8 +196,12 @@ class Lowerer:
 
     def lower_region(self, region: Region) -> Value:
         out = region.pattern.lower(self, region)
-        out.name_hint = integer_name(region.output.name_hint)
         out.op.label = out.op.label or region.label
+        if not region.pattern.op.output_quantized:   # a bool or index result: the float ops after it read it as is
+            out.name_hint = region.output.name_hint
+            self.floats.map(region.output, out)
+            return out
+        out.name_hint = integer_name(region.output.name_hint)
         self.quants.map(region.output, out)
         return out
 

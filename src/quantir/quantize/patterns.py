@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..ir import Function, Operation
+from ..ir import Function, Operation, Value
 from ..ir.dialects import arith, func
 from ..rewrite import match
 from ..types import FloatType, TensorType
@@ -18,15 +18,18 @@ from .ops.resize import LITERT_NEAREST_MODES, litert_nearest_mode, onnx_nearest_
 from .regions import Annotation, QuantizerPattern, Region  # noqa: F401  (the annotation's types)
 
 
-def _integer_result(ops: Sequence[Operation]) -> str | None:
+def _not_float(values: Sequence[Value], what: str) -> str | None:
     """Only float tensors are quantized: integer and bool arithmetic (token ids, masks, shape
     math, a model that is integer already) keeps its exact values."""
-    for o in ops:
-        for r in o.results:
-            et = r.type.element_type if isinstance(r.type, TensorType) else r.type
-            if not isinstance(et, FloatType):
-                return f"its result is {et}, not float: integer arithmetic is kept as it is"
+    for v in values:
+        et = v.type.element_type if isinstance(v.type, TensorType) else v.type
+        if not isinstance(et, FloatType):
+            return f"its {what} is {et}, not float: integer arithmetic is kept as it is"
     return None
+
+
+def _integer_result(ops: Sequence[Operation]) -> str | None:
+    return _not_float([r for o in ops for r in o.results], "result")
 
 
 def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:
@@ -51,7 +54,9 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
             if excluded is not None:
                 refused.setdefault(op, f"excluded by the configuration ({excluded.label or excluded.name})")
                 continue
-            reason = _integer_result(ops) or (p.check(m) if p.check else None)
+            # an op whose result is not quantized (a comparison's bool) must read float inputs
+            reason = (_integer_result(ops) if p.op.output_quantized else
+                      _not_float(Region(p, m, ops, op).inputs, "operand")) or (p.check(m) if p.check else None)
             if reason is not None:
                 refused.setdefault(op, reason)
                 continue

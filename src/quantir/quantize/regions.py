@@ -96,6 +96,13 @@ class Annotation:
     def __post_init__(self) -> None:
         self._by_op = {op: r for r in self.regions for op in r.ops}
 
+    def demote(self, region: Region, reason: str) -> None:
+        """Return ``region``'s ops to float, with ``reason`` (a check that needed the calibrated ranges)."""
+        self.regions.remove(region)
+        for op in region.ops:
+            del self._by_op[op]
+            self.float_ops.append((op, reason))
+
 
 # -- region queries ------------------------------------------------------------------------------
 

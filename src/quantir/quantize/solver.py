@@ -4,7 +4,11 @@
   operand's range from its values).
 - Same-scale ops (pooling, reshape, transpose, pad, resize, concat: ``spec.SPEC`` rows whose
   output is ``SAME_AS``) put their inputs and output in one class (union-find); a class's
-  range is the union of its members' ranges, so no requantize is needed inside it.
+  range is the union of its members' ranges, so no requantize is needed inside it. Ops whose
+  kernel reads all inputs in one scale (the comparisons: ``SolverRules.shared_inputs``) put
+  their inputs in one class, constants included.
+- An op whose result is not quantized (a comparison's bool: ``QuantOp.output_quantized``)
+  gives its result no parameters.
 - Fixed-output ops (softmax, logistic, tanh) win: their class gets the fixed parameters.
 - Activation parameters are LiteRT's: asymmetric int8 per tensor, real 0 exactly
   representable (``numerics.asymmetric_qparams``, TFLite scheme).
@@ -87,16 +91,21 @@ class _Solver:
         self.shared: set[Value] = set()                          # weights used by several regions
         uf = _UnionFind()
         for region in annotation.regions:
-            row = region.pattern.op.spec
-            for v in [*region.inputs, region.output]:
+            decl = region.pattern.op
+            row = decl.spec
+            outputs = [region.output] if decl.output_quantized else []   # a bool result has no parameters
+            for v in [*region.inputs, *outputs]:
                 self.values.setdefault(id(v), v)
                 uf.find(id(v))
-            if row.output.kind is Kind.SAME_AS:
+            if row.output.kind is Kind.SAME_AS and outputs:
                 for v in region.inputs:
                     if constant_array(v) is None:
                         uf.union(id(v), id(region.output))
-            if row.output.kind is Kind.FIXED:
+            if row.output.kind is Kind.FIXED and outputs:
                 self.fixed.setdefault(id(region.output), row.output.fixed)
+            if decl.solver.shared_inputs:
+                for v in region.inputs[1:]:
+                    uf.union(id(v), id(region.inputs[0]))
         self.root = {k: uf.find(k) for k in self.values}
         self.members: dict[int, list[int]] = {}
         for k, root in self.root.items():
@@ -106,6 +115,11 @@ class _Solver:
             self.fixed.setdefault(self.root[k], f)
         self._provisional: dict[int, tuple[float, float]] = {}
         self.floors: dict[int, float] = {}                       # class root -> smallest scale its kernels accept
+        for region in annotation.regions:
+            finest = region.pattern.op.solver.finest_input_scale
+            for v in region.inputs if finest is not None else ():
+                root = self.root[id(v)]
+                self.floors[root] = max(finest, self.floors.get(root, 0.0))
         self.trace = None
         if statistics.kept and statistics.make_engine is not None:
             self.trace = IntegerTrace(fn, annotation, _Decided(self), config, statistics.kept, statistics.make_engine)
@@ -144,11 +158,7 @@ class _Solver:
         return self._provisional[k]
 
     def value_range(self, v: Value) -> tuple[float, float]:
-        array = constant_array(v)
-        if array is not None:
-            return float(np.min(array, initial=0.0)), float(np.max(array, initial=0.0))
-        r = self.statistics.range(v, self.config)
-        return float(r.rmin), float(r.rmax)
+        return value_range(v, self.statistics, self.config)
 
     # -- one region ---------------------------------------------------------------------------
     def decide(self, region: Region, callback: Callback) -> None:
@@ -163,7 +173,7 @@ class _Solver:
                 self.shared.add(key)
             s_in = self.act_params(x).scale
             self.weights[key] = (region, s_in, self.region_weight_params(region, x, s_in))
-        if id(region.output) not in self.ranges:
+        if region.pattern.op.output_quantized and id(region.output) not in self.ranges:
             r = callback(info)
             lo, hi = float(r.rmin), float(r.rmax)
             rules = region.pattern.op.solver
@@ -216,6 +226,27 @@ class _Solver:
         return out
 
 
+def value_range(v: Value, statistics: Statistics, config: Config) -> tuple[float, float]:
+    """A constant's range (with 0), else the configured method's range of the observed value."""
+    array = constant_array(v)
+    if array is not None:
+        return float(np.min(array, initial=0.0)), float(np.max(array, initial=0.0))
+    r = statistics.range(v, config)
+    return float(r.rmin), float(r.rmax)
+
+
+def refuse_calibrated(annotation: Annotation, statistics: Statistics, config: Config) -> None:
+    """Return to float the regions whose declaration refuses their inputs' calibrated ranges
+    (``QuantOp.calibrated_check``), with its reason: known only now, after calibration."""
+    for region in list(annotation.regions):
+        check = region.pattern.op.calibrated_check
+        if check is None:
+            continue
+        reason = check(region, [value_range(v, statistics, config) for v in region.inputs])
+        if reason is not None:
+            annotation.demote(region, reason)
+
+
 def _widened(lo: float, hi: float, min_scale: float) -> tuple[float, float]:
     """``[lo, hi]`` (with 0, as int8 activations hold it) widened upwards to ``255 · min_scale`` when narrower."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
@@ -257,10 +288,14 @@ def solve(annotation: Annotation, statistics: Statistics, config: Config, fn,
           callback: Callback | None = None) -> dict[Value, ActParams | WeightParams]:
     """Parameters of every activation tensor (``ActParams``) and conv/FC weight (``WeightParams``).
 
+    Regions whose declaration refuses their calibrated input ranges go back to float first
+    (``refuse_calibrated``: ``annotation`` changes in place, so the lowering sees it too).
+
     ``callback`` decides each region's output range (default: ``config.callback``, else the
     configured calibration method); see ``calibrate.CalibrationInfo`` for what it may look at.
     """
     callback = callback or config.callback or default_callback
+    refuse_calibrated(annotation, statistics, config)
     solver = _Solver(annotation, statistics, config, fn)
     for region in annotation.regions:
         solver.decide(region, callback)

@@ -23,8 +23,6 @@ UNDECLARED: dict[str, OpSpec] = {
     "DEQUANTIZE": OpSpec((ACT,), ANY),
     "SPLIT": OpSpec((ANY, ACT), SAME_AS(1)),
     "DEPTH_TO_SPACE": OpSpec((ACT,), SAME_AS(0)),
-    "MAXIMUM": OpSpec((ACT,), SAME_AS(0), variadic=True),
-    "MINIMUM": OpSpec((ACT,), SAME_AS(0), variadic=True),
 }
 
 

@@ -45,7 +45,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn, quant
 from ...numerics import resize_nearest_indices
 from ...types import TensorType, UniformQuantizedPerAxisType
-from . import space_batch
+from . import select, space_batch
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, float_type, is_quantized,
                       qtype, same_params)
 
@@ -327,6 +327,7 @@ CONVERT = {
     qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
+    **select.QDQ,        # maximum, minimum, arg_max, shape and the comparisons (select.py)
 }
 
 __all__ = ["CONVERT", "activation", "finish", "is_global_mean", "nearest", "ort_nearest_indices"]

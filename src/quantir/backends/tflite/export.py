@@ -52,6 +52,15 @@ from quantir.backends.tflite.model import Model, Quantization
 from quantir.backends.tflite.schema import (
     ActivationFunctionType,
     AddOptions,
+    ArgMaxOptions,
+    EqualOptions,
+    GreaterEqualOptions,
+    GreaterOptions,
+    LessEqualOptions,
+    LessOptions,
+    MaximumMinimumOptions,
+    NotEqualOptions,
+    ShapeOptions,
     BuiltinOperator,
     ConcatenationOptions,
     Conv2DOptions,
@@ -76,6 +85,7 @@ from quantir.backends.tflite.schema import (
     StridedSliceOptions,
     SubOptions,
 )
+from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.naming import unique_name
 from quantir.backends.tflite.writer import ModelBuilder
 from quantir.errors import QuantirError, ResourceError, UnsupportedOpError
@@ -152,6 +162,8 @@ def _dtype(v: Value) -> np.dtype:
         return np.dtype(np.float32)
     if e == IntegerType(32):   # plain int32: GATHER indices a .tflite model takes at run time
         return np.dtype(np.int32)
+    if e in (IntegerType(64), IntegerType(1)):   # what ARG_MAX, SHAPE and the comparisons write
+        return np.dtype(np.int64 if e.width == 64 else np.bool_)
     raise UnsupportedOpError(f"value '{v.name_hint}' of type {v.type} has no TFLite tensor type "
                              "(only int8/int32 quantized, int32 and float32 tensors are written)")
 
@@ -629,6 +641,36 @@ def _space_batch(code, pairs: str, options):
     return rule
 
 
+def _compare(code, options_type):
+    """A comparison (or MAXIMUM/MINIMUM, ``options_type`` MaximumMinimumOptions) of two int8 tensors;
+    a bool result is written in the IR's layout, where the float ops and outputs after it want it."""
+    def rule(ex: _Exporter, op: Operation) -> None:
+        a, b = op.operands
+        form = ex.prefer(a, b) if _qtype(op.results[0]) is not None else Form.ASIS
+        ex.emit(code, op, [ex.get(a, form), ex.get(b, form)], form, options_type())
+    return rule
+
+
+def arg_max(ex: _Exporter, op: Operation) -> None:
+    """ARG_MAX over the IR's axis, in the IR's layout; the index type is the result's (i32 or i64)."""
+    x, y = op.operands[0], op.results[0]
+    out_type = TFLiteTensorType.INT64 if y.type.element_type == IntegerType(64) else TFLiteTensorType.INT32
+    ex.emit(OP.ARG_MAX, op, [ex.get(x, Form.ASIS), ex.int32([int(op.attr("axis"))], f"{y.name_hint}/axis")],
+            Form.ASIS, ArgMaxOptions(output_type=out_type))
+
+
+def shape(ex: _Exporter, op: Operation) -> None:
+    """SHAPE of the IR's layout (the NCHW dims the float model's Shape gives), as i64."""
+    ex.emit(OP.SHAPE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS, ShapeOptions(out_type=TFLiteTensorType.INT64))
+
+
+_COMPARE_OPTIONS = {qnn.EQUAL: (OP.EQUAL, EqualOptions), qnn.NOT_EQUAL: (OP.NOT_EQUAL, NotEqualOptions),
+                    qnn.LESS: (OP.LESS, LessOptions), qnn.LESS_EQUAL: (OP.LESS_EQUAL, LessEqualOptions),
+                    qnn.GREATER: (OP.GREATER, GreaterOptions),
+                    qnn.GREATER_EQUAL: (OP.GREATER_EQUAL, GreaterEqualOptions),
+                    qnn.MAXIMUM: (OP.MAXIMUM, MaximumMinimumOptions), qnn.MINIMUM: (OP.MINIMUM, MaximumMinimumOptions)}
+
+
 RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     quant.QCAST: qcast, quant.DCAST: dcast, qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
     qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
@@ -652,6 +694,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     nn.GATHER: gather, nn.SPACE_TO_DEPTH: space_to_depth,
     qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
     qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
+    **{opdef: _compare(*code) for opdef, code in _COMPARE_OPTIONS.items()}, qnn.ARG_MAX: arg_max, nn.SHAPE: shape,
 }
 
 

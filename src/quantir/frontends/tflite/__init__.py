@@ -27,13 +27,14 @@ from ...backends.tflite.reader import load_model, read_model
 from ...backends.tflite.schema import BuiltinOperator
 from ...ir import Module
 from .importer import Binding, Converter, Importer, TFLiteImport
+from .ops_select import CONVERTERS as _SELECT
 from .ops_shape import CONVERTERS as _SHAPE
 from .ops_tensor import CONVERTERS as _TENSOR
 from .ops_window import CONVERTERS as _WINDOW
 
 __all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS"]
 
-CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE}
+CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT}
 SUPPORTED_OPS: frozenset[BuiltinOperator] = frozenset(CONVERTERS)
 
 

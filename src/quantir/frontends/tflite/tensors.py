@@ -38,7 +38,8 @@ def element_type(t: Tensor, axis_to_ir: Callable[[int], int] = lambda a: a) -> T
     (a TFLite axis) to the IR axis of the layout the value is built in.
 
     int8 tensors must be quantized (ModelFormatError otherwise); int32 tensors are quantized
-    biases or plain integers; float32 is ``f32``; other types are not read.
+    biases or plain integers; int64 and bool are plain (indices, comparison results); float32 is
+    ``f32``; other types are not read.
     """
     if t.type in STORAGE and is_quantized(t):
         return _quantized(t, t.quantization, STORAGE[t.type], axis_to_ir)
@@ -46,6 +47,8 @@ def element_type(t: Tensor, axis_to_ir: Callable[[int], int] = lambda a: a) -> T
         raise ModelFormatError(f"tensor '{t.name}' is int8 but has no quantization parameters (scale, zero point)")
     if t.type is TFLType.INT32:
         return IntegerType(32)
+    if t.type in (TFLType.INT64, TFLType.BOOL):   # ARG_MAX's or SHAPE's indices, a comparison's result
+        return IntegerType(64 if t.type is TFLType.INT64 else 1)
     if t.type is TFLType.FLOAT32:
         return F32
     raise UnsupportedOpError(f"tensor '{t.name}' has element type {t.type.name}; quantir reads int8 models "

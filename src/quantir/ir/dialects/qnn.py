@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import QuantirError, VerifyError
 from ...numerics import (conv_multiplier, fully_connected_per_tensor_multiplier, quantize_multipliers,
                          requantize_multiplier)
-from ...types import (FloatType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
+from ...types import (FloatType, IntegerType, QuantizedType, TensorType, Type, UniformQuantizedPerAxisType,
                       UniformQuantizedType)
 from ..core import Operation
 from ..opdef import AttrKind, AttrSpec, OpDef, Operand, Result, Trait, TypeConstraint, register
@@ -349,3 +349,54 @@ L2_NORMALIZATION = qdefine("l2_normalization", ("x",), {}, _same_shape,
 LOG_SOFTMAX = qdefine("log_softmax", ("x",), {}, _same_shape,
                       "LiteRT LOG_SOFTMAX over the last dim (fixed point); output (16/256, 127).")
 
+
+# -- ops whose result is not quantized: int8 inputs, a bool or index result ----------------------
+
+_BOOL_TENSOR = TypeConstraint("tensor of i1 values",
+                              lambda t: isinstance(t, TensorType) and t.element_type == IntegerType(1))
+_INDEX_TENSOR = TypeConstraint("tensor of i32 or i64 values",
+                               lambda t: isinstance(t, TensorType) and t.element_type in (IntegerType(32),
+                                                                                          IntegerType(64)))
+
+
+def _compare(name: str, float_op: OpDef, summary: str) -> OpDef:
+    return register(OpDef(f"qnn.{name}", operands=(Operand("lhs", Q_TENSOR), Operand("rhs", Q_TENSOR)),
+                          results=(Result("y", _BOOL_TENSOR),), traits=frozenset({Trait.PURE}),
+                          verifier=_shape_checker(float_op), summary=summary))
+
+
+_COMPARE_DOC = ("LiteRT {}: each input rescaled to a fixed-point real value (left shift 8, its scale as the "
+                "multiplier), then compared; bool result.")
+EQUAL = _compare("equal", nn.COMPARE["equal"], _COMPARE_DOC.format("EQUAL"))
+NOT_EQUAL = _compare("not_equal", nn.COMPARE["equal"], _COMPARE_DOC.format("NOT_EQUAL"))
+LESS = _compare("less", nn.COMPARE["less"], _COMPARE_DOC.format("LESS"))
+LESS_EQUAL = _compare("less_equal", nn.COMPARE["less_or_equal"], _COMPARE_DOC.format("LESS_EQUAL"))
+GREATER = _compare("greater", nn.COMPARE["greater"], _COMPARE_DOC.format("GREATER"))
+GREATER_EQUAL = _compare("greater_equal", nn.COMPARE["greater_or_equal"], _COMPARE_DOC.format("GREATER_EQUAL"))
+MAXIMUM = qdefine("maximum", ("lhs", "rhs"), {}, _shape_checker(nn.VARIADIC["max"]),
+                  "LiteRT MAXIMUM: the larger stored value; both inputs share the result's parameters.",
+                  same_scale=True)
+MINIMUM = qdefine("minimum", ("lhs", "rhs"), {}, _shape_checker(nn.VARIADIC["min"]),
+                  "LiteRT MINIMUM: the smaller stored value; both inputs share the result's parameters.",
+                  same_scale=True)
+
+
+def _verify_arg_max(op: Operation) -> str | None:
+    x, y = op.operands[0].type, op.results[0].type
+    if not x.is_ranked or not y.is_ranked:
+        return None
+    axis = op.attr("axis")
+    if not -x.rank <= axis < x.rank:
+        return f"axis {axis} is out of range for the input {_shape(x)}"
+    axis %= x.rank
+    want = x.shape[:axis] + x.shape[axis + 1:]
+    if y.shape != want:
+        return f"result shape {_shape(y)} must be the input's {_shape(x)} without axis {axis}"
+    return None
+
+
+ARG_MAX = register(OpDef("qnn.arg_max", operands=(Operand("x", Q_TENSOR),), results=(Result("y", _INDEX_TENSOR),),
+                         attributes={"axis": AttrSpec(AttrKind.INT, required=True)}, traits=frozenset({Trait.PURE}),
+                         verifier=_verify_arg_max,
+                         summary="LiteRT ARG_MAX: the first index of the largest stored value along ``axis``, which "
+                                 "it removes; the result's type (i32 or i64) is ArgMaxOptions.output_type."))

@@ -50,6 +50,11 @@ class SolverRules:
     degenerate_floor: Callable[..., float] | None = None
     # weighted ops: (region, input scale, WeightParams, output ActParams) -> raise if unrepresentable
     check_weights: Callable[..., None] | None = None
+    # every input of the op, constants included, in one same-scale class (the comparisons: the
+    # kernel compares in one scale, and a constant outside the activations' range would saturate)
+    shared_inputs: bool = False
+    # the finest scale the class of the op's inputs accepts (its range is widened up to it)
+    finest_input_scale: float | None = None
 
 
 @dataclass(eq=False)
@@ -71,6 +76,14 @@ class QuantOp:
     # what LiteRT refuses in the op's options (softmax beta, leaky alpha): a message or None
     ir_limits: tuple[Callable[[Operation], "str | None"], ...] = ()
     solver: SolverRules = SolverRules()
+    # False when the op's result is not quantized (a comparison's bool, ARG_MAX's or SHAPE's
+    # integers): the result keeps the float op's type, is neither observed nor given
+    # parameters, and the lowering hands it to the float ops after it as it is
+    output_quantized: bool = True
+    # after calibration: (region, the observed (lo, hi) of each input) -> why the region must
+    # stay float after all (a range the kernel cannot take), or None; the solver returns the
+    # refused regions to float before it decides anything
+    calibrated_check: Callable[[Region, list[tuple[float, float]]], "str | None"] | None = None
     # the float ops an ONNX QDQ model shows it as (`quantir check model.onnx`)
     qdq_ops: tuple[OpDef, ...] = ()
     # format -> why that format cannot express the op (the coverage test accepts these)
