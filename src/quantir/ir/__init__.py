@@ -20,6 +20,8 @@ from .core import Block, BlockArgument, Function, Module, Operation, OpResult, V
 from .opdef import (AttrKind, AttrSpec, OpDef, Operand, Result, Trait, TypeConstraint, elements_attr,
                     lookup, register, registered_ops, unregistered)
 from .verify import verify, verify_function
+from .mapping import IRMapping
+from .builder import OpBuilder, clone_function, clone_module, function_like
 
 __all__ = [
     "dialects", "Attribute", "ArrayAttr", "BoolAttr", "DenseArrayAttr", "DenseElementsAttr",
@@ -27,4 +29,5 @@ __all__ = [
     "TypeAttr", "UnitAttr", "Block", "BlockArgument", "Function", "Module", "Operation", "OpResult",
     "Value", "AttrKind", "AttrSpec", "OpDef", "Operand", "Result", "Trait", "TypeConstraint",
     "elements_attr", "lookup", "register", "registered_ops", "unregistered", "verify", "verify_function",
+    "IRMapping", "OpBuilder", "function_like", "clone_function", "clone_module",
 ]
