@@ -291,9 +291,12 @@ class Builder:
                          label=op.label, like=op, op_type=op_type, domain=CONTRIB_DOMAIN, opset=CONTRIB_OPSET,
                          node=base64.b64encode(node.SerializeToString()).decode("ascii"))
 
-    def clone(self, op: Operation, label: str | None = None) -> list[Value]:
-        """``op`` unchanged (labelled ``label`` when it has none), on the new versions of its operands."""
-        return list(self.builder.clone(op, self._new, label=label).results)
+    def clone(self, op: Operation, label: str | None = None, *, operands: Sequence[Value] | None = None,
+              result_types: Sequence[Type] | None = None) -> list[Value]:
+        """``op`` (labelled ``label`` when it has none) on the new versions of its operands, or on
+        ``operands`` with ``result_types`` when given; its results become their sources' versions."""
+        new = self.builder.clone(op, self._new, label=label, operands=operands, result_types=result_types)
+        return list(new.results)
 
     def append(self, op: Operation) -> Operation:
         return self.builder.insert(op)

@@ -279,14 +279,10 @@ def data_movement(b: Builder, op: Operation) -> None:
     r = op.results[0]
     operands = [dequantized_as(b, v, r) if i == 0 else b.dequantized(v) for i, v in enumerate(op.operands)]
     types = [float_type(r.type) if is_quantized(r) else r.type for r in op.results]
-    new = Operation(op.opdef, operands, types, dict(op.attributes), op.loc, op.label)
-    b.append(new)
-    for old, r in zip(op.results, new.results):
-        if is_quantized(old):
+    for old, r in zip(op.results, b.clone(op, operands=operands, result_types=types)):
+        if is_quantized(old):   # the float result, quantized back: that QuantizeLinear is the source's version
             r.name_hint = base_name(old)
             b.quantize(old, r)
-        else:
-            b.define(old, r)
 
 
 def dequantized_as(b: Builder, v: Value, r: Value) -> Value:
