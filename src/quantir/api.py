@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import QuantirError, QuantizationWarning
-from .ir import Function, Module, Value
+from .ir import Function, Module, Value, clone_module
 from .ir.dialects import quant
 from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
@@ -191,8 +191,7 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     module = load(model)
     fn = module.main
     if module is model and would_expand(fn, config):   # the caller's Module is theirs: rewrite a copy
-        from .text import parse_module, print_module
-        module = parse_module(print_module(module))
+        module = clone_module(module)
         fn = module.main
     ensure_names(fn)
     if expand(fn, config).modified:   # ops with no LiteRT builtin, as ops that have one (quantize.expand)

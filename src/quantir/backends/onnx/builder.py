@@ -18,7 +18,6 @@ Design notes
 from __future__ import annotations
 
 import base64
-import re
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +32,7 @@ from ...ir.mapping import IRMapping
 from ...ir.opdef import OpDef
 from ...numerics import fused_activation_range
 from ...types import QuantizedType, TensorType, Type, UniformQuantizedPerAxisType, UniformQuantizedType
+from ...quantize.naming import float_name
 from .dtypes import numpy_dtype
 
 __all__ = ["Builder", "Converter", "CONTRIB_DOMAIN", "CONTRIB_OPSET", "qtype", "is_quantized", "float_type",
@@ -103,7 +103,7 @@ def activation_range(op: Operation) -> tuple[int, int] | None:
 
 def base_name(v: Value) -> str:
     """A value's name without the lowering's ``__q``/``__q<k>`` suffix (``c1__q`` -> ``c1``)."""
-    return re.sub(r"__q\d*$", "", v.name_hint or "t") or "t"
+    return float_name(v.name_hint)
 
 
 def constant_array(v: Value) -> np.ndarray | None:
