@@ -133,6 +133,17 @@ def test_a_calibrated_range_that_needs_a_scale_of_one_stays_float_with_the_reaso
                                   "int8 comparison takes scales below 1 (it aborts at 1.0), so it stays float")
 
 
+def test_the_range_that_decides_is_the_whole_same_scale_class():
+    # x shares its scale with z through the Max; z's range [-200, 200] would put the comparison at scale 1.57
+    model = _model([helper.make_node("Max", ["x", "z"], ["m"]), helper.make_node("Less", ["x", "y"], ["c"])],
+                   ["x", "y", "z"], [("m", TP.FLOAT), ("c", TP.BOOL)])
+    r = _quantize(model, {"x": X, "y": Y, "z": Y * 100})
+    assert "qnn.less" not in _names(r) and "qnn.maximum" in _names(r)
+    reasons = {op.name: why for op, why in r.annotation.float_ops}
+    assert reasons["nn.less"].startswith("its inputs' calibrated range [-200, 200] needs an int8 scale of 1.56863")
+    np.testing.assert_array_equal(run(r.module, {"x": X, "y": Y, "z": Y * 100})["c"], X < Y)   # in float
+
+
 def test_a_comparison_of_integers_stays_as_it_is():
     v = helper.make_tensor_value_info
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Less", ["i", "j"], ["c"])], "g",
@@ -290,3 +301,11 @@ def test_shape_with_start_stays_float_with_the_reason():
     reasons = {op.name: why for op, why in r.annotation.float_ops}
     assert reasons["nn.shape"] == ("Shape with start/end has no LiteRT SHAPE form (it would need a STRIDED_SLICE of "
                                    "the dims)")
+
+
+def test_shape_of_a_float_tensor_reads_it_without_quantizing_it():
+    model = _model([helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Shape", ["n"], ["s"])], ["x"],
+                   [("n", TP.FLOAT), ("s", TP.INT64)])
+    r = _quantize(model, {"x": X})
+    assert _names(r) == ["nn.neg", "nn.shape", "func.return"]   # no QUANTIZE only to read the dims
+    np.testing.assert_array_equal(run(r.module, {"x": X[:2]})["s"], [2, 3, 4, 4])

@@ -160,6 +160,11 @@ class _Solver:
     def value_range(self, v: Value) -> tuple[float, float]:
         return value_range(v, self.statistics, self.config)
 
+    def class_range(self, v: Value) -> tuple[float, float]:
+        """The range ``v``'s same-scale class will most likely get (its members' ``provisional`` ranges)."""
+        ranges = [self.provisional(k) for k in self.members[self.root[id(v)]]]
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
     # -- one region ---------------------------------------------------------------------------
     def decide(self, region: Region, callback: Callback) -> None:
         for v in region.inputs:
@@ -235,16 +240,18 @@ def value_range(v: Value, statistics: Statistics, config: Config) -> tuple[float
     return float(r.rmin), float(r.rmax)
 
 
-def refuse_calibrated(annotation: Annotation, statistics: Statistics, config: Config) -> None:
-    """Return to float the regions whose declaration refuses their inputs' calibrated ranges
-    (``QuantOp.calibrated_check``), with its reason: known only now, after calibration."""
+def _refuse_calibrated(annotation: Annotation, solver: _Solver) -> bool:
+    """Return to float the regions whose declaration refuses the calibrated ranges of their inputs'
+    same-scale classes (``QuantOp.calibrated_check``), with its reason: known only after
+    calibration. True when a region was returned."""
+    refused = False
     for region in list(annotation.regions):
         check = region.pattern.op.calibrated_check
-        if check is None:
-            continue
-        reason = check(region, [value_range(v, statistics, config) for v in region.inputs])
+        reason = check(region, [solver.class_range(v) for v in region.inputs]) if check is not None else None
         if reason is not None:
             annotation.demote(region, reason)
+            refused = True
+    return refused
 
 
 def _widened(lo: float, hi: float, min_scale: float) -> tuple[float, float]:
@@ -288,15 +295,16 @@ def solve(annotation: Annotation, statistics: Statistics, config: Config, fn,
           callback: Callback | None = None) -> dict[Value, ActParams | WeightParams]:
     """Parameters of every activation tensor (``ActParams``) and conv/FC weight (``WeightParams``).
 
-    Regions whose declaration refuses their calibrated input ranges go back to float first
-    (``refuse_calibrated``: ``annotation`` changes in place, so the lowering sees it too).
+    Regions whose declaration refuses their inputs' calibrated ranges go back to float first
+    (``QuantOp.calibrated_check``: ``annotation`` changes in place, so the lowering sees it too).
 
     ``callback`` decides each region's output range (default: ``config.callback``, else the
     configured calibration method); see ``calibrate.CalibrationInfo`` for what it may look at.
     """
     callback = callback or config.callback or default_callback
-    refuse_calibrated(annotation, statistics, config)
     solver = _Solver(annotation, statistics, config, fn)
+    if _refuse_calibrated(annotation, solver):   # without them the same-scale classes change
+        solver = _Solver(annotation, statistics, config, fn)
     for region in annotation.regions:
         solver.decide(region, callback)
     return solver.final()

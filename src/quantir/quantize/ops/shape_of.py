@@ -37,7 +37,7 @@ def lower_shape(lw: Lowerer, r: Region) -> Value:
     add a QUANTIZE, so a float input is read as it is (its producer stays float anyway)."""
     op = r.match.ops["op"]
     x = r.match["x"]
-    src = lw.input(x) if x in lw.quants else lw.floating(x)
+    src = lw.input(x) if lw.quants.contains(x) else lw.floating(x)
     new = Operation(nn.SHAPE, [src], [r.output.type], {}, op.loc, op.label)
     return lw.emit(new).result
 
