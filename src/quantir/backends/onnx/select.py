@@ -1,7 +1,7 @@
 """The selection ops in ONNX: MAXIMUM, MINIMUM, ARG_MAX, SHAPE and the comparisons.
 
-Each is its float ONNX op on the dequantized inputs, in both exports (ONNX Runtime has no int8
-kernel for them: QOperator inherits these):
+Each is its float ONNX op on the dequantized inputs; the QOperator export inherits these rather
+than running the ops on the int8 tensors:
 
 =====================  =========================================================================
 qnn op                 ONNX
