@@ -143,7 +143,3 @@ def patterns() -> tuple[QuantizerPattern, ...]:
 
 def declaration_for(opdef: OpDef) -> QuantOp | None:
     return DECLARATIONS.get(opdef)
-
-
-def region_op(region: Region) -> QuantOp:
-    return region.pattern.op
