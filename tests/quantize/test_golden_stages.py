@@ -172,16 +172,12 @@ def test_update_rewrites_every_stage(tmp_path):
                                                          ).read_text()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="solver: a same-scale class with two fixed-output ops gives both the "
-                          "first one's parameters (TANH gets SOFTMAX's 1/256, -128)")
 def test_two_fixed_outputs_in_one_class():
-    """``golden/pending/fixed_concat.mlir``: the lowered module must meet the spec (TANH's output at
-    1/128, 0). Strict: when the solver is fixed this passes, fails as xfail, and the case moves to
-    ``golden/`` with its expected files."""
+    """``golden/fixed_concat.mlir``: the lowered module meets the spec (TANH's output at 1/128, 0,
+    SOFTMAX's at 1/256, -128, each requantized into the concat)."""
     from quantir.quantize.check import check_module
     from quantir.text import parse_module
 
-    case = load_case(_stages.GOLDEN_DIR / "pending" / "fixed_concat.mlir")
+    case = load_case(_stages.GOLDEN_DIR / "fixed_concat.mlir")
     report = check_module(parse_module(run_case(case)["lower"]))
     assert report.ok, [str(v) for v in report.violations]

@@ -90,6 +90,8 @@ class _Solver:
         self.weights: dict[Value, tuple[Region, float, WeightParams]] = {}
         self.shared: set[Value] = set()                          # weights used by several regions
         uf = _UnionFind()
+        fixed_outputs = {id(r.output) for r in annotation.regions
+                         if r.pattern.op.output_quantized and r.pattern.op.spec.output.kind is Kind.FIXED}
         for region in annotation.regions:
             decl = region.pattern.op
             row = decl.spec
@@ -99,7 +101,9 @@ class _Solver:
                 uf.find(id(v))
             if row.output.kind is Kind.SAME_AS and outputs:
                 for v in region.inputs:
-                    if constant_array(v) is None:
+                    # an op whose lowering requantizes its inputs (CONCATENATION) leaves a fixed
+                    # output (softmax, tanh) its own parameters: two of them cannot share a class
+                    if constant_array(v) is None and not (decl.solver.requantizes_inputs and id(v) in fixed_outputs):
                         uf.union(id(v), id(region.output))
             if row.output.kind is Kind.FIXED and outputs:
                 self.fixed.setdefault(id(region.output), row.output.fixed)

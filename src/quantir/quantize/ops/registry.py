@@ -50,6 +50,9 @@ class SolverRules:
     degenerate_floor: Callable[..., float] | None = None
     # weighted ops: (region, input scale, WeightParams, output ActParams) -> raise if unrepresentable
     check_weights: Callable[..., None] | None = None
+    # the lowering requantizes each input to the output's parameters (CONCATENATION): an input
+    # with fixed parameters (a softmax's) then stays out of the op's same-scale class
+    requantizes_inputs: bool = False
     # every input of the op, constants included, in one same-scale class (the comparisons: the
     # kernel compares in one scale, and a constant outside the activations' range would saturate)
     shared_inputs: bool = False

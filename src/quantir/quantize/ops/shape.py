@@ -16,7 +16,7 @@ from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec, QuantizedOp
 from ..views import plain_view
-from .registry import QuantOp, declare
+from .registry import QuantOp, SolverRules, declare
 
 
 def _check_pad(m: Match) -> str | None:
@@ -60,7 +60,7 @@ CONCAT = declare(QuantOp(
     OpSpec((ACT,), SAME_AS(0), variadic=True, note="every input shares the output's scale and zero point"),
     patterns=(QuantizerPattern("concat", Pat.op(nn.CONCAT, name="op", any_operands=True), lower_concat, (),
                                variadic=True),),
-    kernel=qnn_ops.concat, qdq_ops=(nn.CONCAT,)))
+    kernel=qnn_ops.concat, qdq_ops=(nn.CONCAT,), solver=SolverRules(requantizes_inputs=True)))
 
 PAD = declare(QuantOp(
     qnn.PAD, OP.PAD, OpSpec((ACT, ANY), SAME_AS(0)),

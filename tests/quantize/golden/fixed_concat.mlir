@@ -1,7 +1,6 @@
-// PENDING (a known bug, see test_golden_stages.test_two_fixed_outputs_in_one_class): SOFTMAX (1/256, -128) and
-// TANH (1/128, 0) feed one CONCATENATION. The solver puts all three outputs in one same-scale class, whose
-// first fixed parameters win, so TANH is given (1/256, -128), which LiteRT's TANH refuses. Expected: TANH keeps
-// (1/128, 0) and a requantize brings it to the concat's parameters. Promote to golden/ once it holds.
+// SOFTMAX (1/256, -128) and TANH (1/128, 0) feed one CONCATENATION: each keeps its fixed parameters (the
+// concat requantizes its inputs, so fixed outputs stay out of its same-scale class), and the concat's own
+// parameters come from its calibrated range; a requantize brings each input to them.
 // RANGES: %arg0 = [-1.0, 1.0]
 // RANGES: %0 = [0.0, 1.0]
 // RANGES: %1 = [-1.0, 1.0]
