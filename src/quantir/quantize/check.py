@@ -9,14 +9,15 @@ the ops around them (a ``quant.qcast`` is LiteRT's QUANTIZE).
 from __future__ import annotations
 
 from ..ir import Function, Module, Operation
-from ..ir.dialects import func, quant
+from ..ir.dialects import func, nn, quant
 from ..types import QuantizedType
 from . import ops, spec
 from .views import plain_view, qparams_of  # noqa: F401  (the IR's spec views)
 
 # casts the spec has no row for (a scast reinterprets storage, a dcast is LiteRT's DEQUANTIZE of
-# a tensor its producer's row already checked), and the return of the function's results
-_THROUGH_NEIGHBOURS = (quant.SCAST, quant.DCAST, func.RETURN)
+# a tensor its producer's row already checked), an identity (the .tflite reader's, no op in LiteRT:
+# its type is its input's), and the return of the function's results
+_THROUGH_NEIGHBOURS = (quant.SCAST, quant.DCAST, nn.IDENTITY, func.RETURN)
 
 
 def _carries_quantized(op: Operation) -> bool:
