@@ -62,27 +62,31 @@ def _check_gemm(m: Match) -> str | None:
 
 # -- lowerings ---------------------------------------------------------------------------------------
 
-def lower_conv(lw: Lowerer, r: Region) -> Value:
-    conv = r.match.ops["op"]
+def _weighted(lw: Lowerer, r: Region):
+    """The integer input, int8 weights and int32 bias (or None) of a conv/FC region, its weights
+    as floats (output channel first) and its output type."""
     x = lw.input(r.match["x"])
     w_arr, wp = lw.weight_params(r, x)
     w = lw.weights(w_arr, wp)
     b = lw.bias(wp.bias, x, w, w_arr.shape[0])
-    y_t = lw.out_type(r)
+    return [x, w] + ([b] if b is not None else []), w_arr, lw.out_type(r)
+
+
+def lower_conv(lw: Lowerer, r: Region) -> Value:
+    conv = r.match.ops["op"]
+    operands, w_arr, y_t = _weighted(lw, r)
+    x, w = operands[:2]
     attrs = conv_window(conv, w_arr.shape[2:])
-    op = qnn.CONV.build([x, w] + ([b] if b is not None else []), [y_t], group=conv.attr("group") or 1,
-                        activation=r.activation, **attrs, **fixed_point(qnn.conv_real_multipliers(x.type, w.type, y_t)))
+    op = qnn.CONV.build(operands, [y_t], group=conv.attr("group") or 1, activation=r.activation, **attrs,
+                        **fixed_point(qnn.conv_real_multipliers(x.type, w.type, y_t)))
     return lw.emit(op, conv).result
 
 
 def lower_fc(lw: Lowerer, r: Region) -> Value:
     op = r.match.ops["op"]
-    x = lw.input(r.match["x"])
-    w_arr, wp = lw.weight_params(r, x)
-    w = lw.weights(w_arr, wp)
-    b = lw.bias(wp.bias, x, w, w_arr.shape[0])
-    y_t = lw.out_type(r)
-    new = qnn.FULLY_CONNECTED.build([x, w] + ([b] if b is not None else []), [y_t], activation=r.activation,
+    operands, _, y_t = _weighted(lw, r)
+    x, w = operands[:2]
+    new = qnn.FULLY_CONNECTED.build(operands, [y_t], activation=r.activation,
                                     **fixed_point(qnn.fc_real_multipliers(x.type, w.type, y_t)))
     return lw.emit(new, op).result
 
