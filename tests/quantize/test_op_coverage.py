@@ -6,7 +6,6 @@ to. A table that forgets an op fails here, naming the op and the table.
 """
 from __future__ import annotations
 
-
 from quantir.backends.onnx import qdq, qoperator
 from quantir.backends.tflite.export import RULES as TFLITE_EXPORT
 from quantir.frontends.tflite import CONVERTERS as TFLITE_IMPORT
