@@ -57,7 +57,14 @@ def load(path: str | os.PathLike | Any) -> Module:
 
 
 def make_engine(fn: Function, names: Sequence[str], engine: str):
-    """The fp32 executor with ``names`` exposed: ONNX Runtime when asked and able, else numpy."""
+    """An executor of ``fn`` with ``names`` exposed. ``"ort"``: the fp32 function in ONNX Runtime
+    when able, else numpy; ``"interpreter"``: quantir's interpreter (for an integer function,
+    LiteRT's reference arithmetic); ``"ort-qdq"`` / ``"ort-qoperator"``: an integer function as
+    ONNX Runtime runs that export of it (``runtime.ort_integer``; no fallback: the caller asked
+    for that runtime's arithmetic)."""
+    if engine in ("ort-qdq", "ort-qoperator"):
+        from .runtime.ort_integer import OrtIntegerExecutor
+        return OrtIntegerExecutor(fn, expose=list(names), format=engine.removeprefix("ort-"))
     if engine == "ort":
         try:
             from .runtime.ort import OrtExecutor
@@ -84,6 +91,7 @@ class Result:
     statistics: Statistics
     config: Config
     _layers: list[LayerError] | None = field(default=None, repr=False)
+    _runs_in_float: list[str] | None = field(default=None, repr=False)   # region outputs ORT computes in float
     # what looks fine and is not (quantize.health): degenerate calibration data, constant
     # activations, weights that quantize to zeros; also emitted as QuantizationWarning
     warnings: list[str] = field(default_factory=list)
@@ -104,6 +112,16 @@ class Result:
             self._layers = _layer_errors(self)
         return self._layers
 
+    def onnxruntime_float_ops(self) -> list[tuple[str, str]]:
+        """(label, kind) of each quantized op that ONNX Runtime (CPU, default optimizations) runs in
+        float in the QDQ export — DequantizeLinear → float op → QuantizeLinear, no QLinear kernel —
+        so its integer semantics are not LiteRT's. Computed with ``target="onnxruntime"`` only."""
+        if self.config.target != "onnxruntime":
+            return []
+        self.layer_errors()
+        by_name = {r.output.name_hint: r for r in self.annotation.regions}
+        return [(by_name[n].label, by_name[n].pattern.kind) for n in self._runs_in_float or ()]
+
     def spec_report(self):
         return spec_view.check_module(self.module)
 
@@ -123,6 +141,8 @@ class Result:
             "spec_check": {"checked": report.checked, "violations": [str(v) for v in report.violations]},
             "worst_layers": [e.as_dict() for e in layers[:worst]],
             "sqnr_on_degenerate_data": self.degenerate_data,
+            "target": self.config.target,
+            "onnxruntime_float_ops": [{"op": label, "kind": kind} for label, kind in self.onnxruntime_float_ops()],
         }
 
     def summary(self, worst: int = 10) -> str:
@@ -137,10 +157,17 @@ class Result:
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
         lines += [f"  {v}" for v in spec["violations"]]
+        if s["target"] == "onnxruntime":
+            ran = s["onnxruntime_float_ops"]
+            lines.append(f"ONNX Runtime runs {len(ran)} quantized ops of the QDQ export in float "
+                         f"(DequantizeLinear -> op -> QuantizeLinear, no QLinear fusion; not LiteRT's integer semantics)"
+                         + (":" if ran else ""))
+            lines += [f"  {f['op']} ({f['kind']})" for f in ran]
         on = f"{min(32, s['calibration_samples'])} samples"
         if s["sqnr_on_degenerate_data"]:
             on += " of degenerate calibration data: NOT evidence of accuracy, see the warnings"
-        lines.append(f"lowest SQNR layers (dB, against float on {on}):")
+        arithmetic = " as ONNX Runtime computes the QDQ export" if s["target"] == "onnxruntime" else ""
+        lines.append(f"lowest SQNR layers (dB, against float on {on}{arithmetic}):")
         for e in s["worst_layers"]:
             sq = f"{e['sqnr_db']:7.2f}" if e["sqnr_db"] is not None else "   -inf" if e["cosine"] == 0 else "    inf"
             lines.append(f"  {sq}  cos {e['cosine']:.5f}  max err {e['max_error_steps']:.1f} steps  "
@@ -223,7 +250,9 @@ def _user_stacklevel() -> int:
 
 
 def _layer_errors(result: Result) -> list[LayerError]:
-    from .runtime import run
+    """Per region output: float (the fast fp32 executor) against the integer module as the
+    target computes it (``Config.integer_engine``: the interpreter, or ONNX Runtime on the QDQ
+    export, which cannot expose a value it removed: such layers are left out)."""
     regions = result.annotation.regions
     kept = result.statistics.kept
     if not kept:
@@ -233,11 +262,17 @@ def _layer_errors(result: Result) -> list[LayerError]:
     names = [r.output.name_hint for r in regions]
     qnames = {v.name_hint for op in int_fn.ops for v in op.results}
     wanted = [n for n in names if integer_name(n) in qnames]
+    integer = make_engine(int_fn, [integer_name(n) for n in wanted], result.config.integer_engine)
+    if result.config.target == "onnxruntime":
+        missing = set(integer.unavailable)
+        wanted = [n for n in wanted if integer_name(n) not in missing]
+        in_float = set(integer.float_computed)
+        result._runs_in_float = [n for n in names if integer_name(n) in in_float]
     engine = make_engine(fn, wanted, result.config.engine)   # float side: the fast executor
     errors: dict[str, list] = {n: [] for n in wanted}
     for batch in kept:
         ref = engine.run(batch)
-        got = run(int_fn, batch, intermediates=[integer_name(n) for n in wanted])
+        got = integer.run(batch)
         for n in wanted:
             errors[n].append((ref[n], got[integer_name(n)]))
     by_name = {r.output.name_hint: r for r in regions}

@@ -28,8 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="node names (or op kinds like nn.softmax) to keep in float")
     p.add_argument("--max-samples", type=int, default=None, help="use at most this many calibration samples")
     p.add_argument("--engine", choices=("ort", "interpreter"), default="ort", help="fp32 calibration executor")
+    p.add_argument("--target", choices=("litert", "onnxruntime"), default=None,
+                   help="the runtime the model is for, whose integer arithmetic the empirical bias correction, "
+                        "the calibration callbacks and the summary's per-layer errors use (default: from the "
+                        "output's extension: .onnx -> onnxruntime, .tflite/.mlir -> litert)")
     p.add_argument("--summary", metavar="JSON", help="also write the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+
+
+TARGET_BY_EXTENSION = {".onnx": "onnxruntime", ".tflite": "litert", ".mlir": "litert"}
+
+
+def target_for(output: str, target: str | None) -> str:
+    """``--target`` as given, else the runtime the output's format is deployed on."""
+    return target if target is not None else TARGET_BY_EXTENSION[Path(output).suffix]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                   {"input model": args.model, "calibration data": args.data})
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
-                    bias_correction=args.bias_correction)
+                    bias_correction=args.bias_correction, target=target_for(args.output, args.target))
     with warnings.catch_warnings(action="ignore", category=QuantizationWarning):   # printed below, one line each
         result = quantize(args.model, args.data, config)
     for w in result.warnings:   # even with -q: the model may be unusable

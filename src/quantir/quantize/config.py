@@ -10,6 +10,8 @@ from .methods import MethodOptions, options_for
 
 Engine = Literal["ort", "interpreter"]
 BiasCorrection = Literal["off", "weights", "empirical"]
+Target = Literal["litert", "onnxruntime"]
+TARGETS = ("litert", "onnxruntime")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,13 @@ class Config:
     ``"empirical"`` removes ``E[W_q x_q] - E[W x]`` with ``x_q`` the inputs the integer graph
     actually computes on the kept calibration samples (it runs the integer graph once: slower,
     and also corrects the bias that upstream activation rounding propagates); ``"off"``.
+
+    ``target`` is the runtime the integer model is meant for, whose arithmetic decides what
+    quantir evaluates: ``"litert"`` (LiteRT's reference kernels, quantir's interpreter) or
+    ``"onnxruntime"`` (the QDQ export as ONNX Runtime's CPU provider runs it, with its fusions
+    and the ops it leaves in float; ``runtime.ort_integer``). It does not change the integer
+    module; it changes what the calibration callbacks' quantized values, empirical bias
+    correction and the summary's per-layer errors are computed with.
 
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
@@ -43,6 +52,7 @@ class Config:
     progress: bool = True                     # show a progress bar while calibrating
     bias_correction: BiasCorrection = "weights"   # off | weights | empirical (see above)
     callback: Callable[[Any], Any] | None = None  # CalibrationInfo -> Range per region output; None: `method`
+    target: Target = "litert"                 # litert | onnxruntime: whose integer arithmetic quantir evaluates
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -56,8 +66,16 @@ class Config:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.engine not in ("ort", "interpreter"):
             raise ValueError(f"engine must be 'ort' or 'interpreter', got {self.engine!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be 'litert' or 'onnxruntime' (the runtime the integer model is for), "
+                             f"got {self.target!r}")
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
+
+    @property
+    def integer_engine(self) -> str:
+        """The engine kind (``calibrate.EngineFactory``) that runs integer segments the target's way."""
+        return "ort-qdq" if self.target == "onnxruntime" else "interpreter"
 
     def excludes(self, label: str | None, op_name: str) -> bool:
         return op_name in self.exclude or (label is not None and label in self.exclude)

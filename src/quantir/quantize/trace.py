@@ -28,7 +28,8 @@ class IntegerTrace:
 
     A step is one region (lowered at its root, exactly as ``lower`` does) or one float op;
     each runs as a small function of its live inputs in the reference interpreter (through
-    ``make_engine(..., "interpreter")``: the runtime layer sits above this one). Values are
+    ``make_engine(..., config.integer_engine)``: the runtime layer sits above this one; with
+    ``target="onnxruntime"`` the segment's QDQ export runs in ONNX Runtime instead). Values are
     stored as the lowering would hold them — a region output as int8 with the parameters
     decided when it ran, a float op's result as float — per kept batch, and dropped after
     their last use. ``params`` is read when a step runs, so each step sees the solver's
@@ -132,7 +133,7 @@ class IntegerTrace:
                      arguments=[(v, self.env[v][0]) for v in live])
         outs = emit(lw)
         segment = lw.finish(outs)
-        engine = self.make_engine(segment, [], "interpreter")
+        engine = self.make_engine(segment, [], self.config.integer_engine)   # the target's arithmetic
         results = [engine.run({f"in{i}": self.env[v][1][b] for i, v in enumerate(live)})
                    for b in range(self.num_batches)]
         return [(o.type, [r[f"out{k}"] for r in results]) for k, o in enumerate(outs)]
