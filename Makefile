@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+BSTAMP := $(VENV)/.bench-stamp
 # PyTorch is only needed to export EfficientNet-Lite0 (scripts/); it lives in its own venv so
 # the core never depends on it. torch==2.13.0 exactly: its CPU wheel is on the machine.
 MVENV  := .venv-models
@@ -11,7 +12,7 @@ MPY    := $(MVENV)/bin/python
 EFFNET := .cache/models/efficientnet_lite0.onnx
 FMNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: venv data models demo lint test bench clean
+.PHONY: venv data fonts models demo lint test bench bench-methods bench-methods-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +21,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# make bench's extra peers (pyproject.toml [bench]: NNCF), installed into .venv beside the core pins.
+$(BSTAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,oracle,data,bench]'
+	@touch $(BSTAMP)
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist (root installs it; tests that need it skip otherwise).
 data:
@@ -39,6 +45,12 @@ $(EFFNET):
 
 models: $(EFFNET)
 
+# DejaVu fonts draw the text lines of the PP-OCR case in bench/methods_runtimes.py (it skips without them).
+fonts:
+	@ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null; then apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null; \
+	else echo "warning: install the Debian package fonts-dejavu-core for the PP-OCR bench case"; fi; }
+
 demo: venv data
 	$(PY) demo/demo.py
 
@@ -50,7 +62,7 @@ lint: venv
 test: lint data models
 	$(PY) -m pytest -q -m "not slow" --ignore=tests/test_layering.py
 
-bench: venv data models
+bench: venv data models fonts $(BSTAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]   # 5: no test is marked slow yet
 	$(PY) bench/quantize_vs_ort.py
 	$(PY) bench/large_model.py
@@ -62,6 +74,15 @@ bench: venv data models
 	$(PY) bench/calibration_methods.py
 	$(PY) bench/qkernels.py
 	$(PY) bench/latency_runtime.py
+	$(PY) bench/methods_runtimes.py
+
+# calibration method x runtime with ONNX Runtime's quantize_static and NNCF beside them (README,
+# "Which calibration method"): the full run (~30 min on 2 cores) and a quick one (fewer evaluation samples)
+bench-methods: venv data models fonts $(BSTAMP)
+	$(PY) bench/methods_runtimes.py
+
+bench-methods-quick: venv data models fonts $(BSTAMP)
+	$(PY) bench/methods_runtimes.py --quick
 
 clean:
 	rm -rf $(VENV) $(MVENV) .pytest_cache .hypothesis bench/results out

@@ -20,7 +20,8 @@ agreement with the fp32 model (ONNX Runtime on the float file) on the evaluation
 cell prints the metric and its difference from fp32 in points.
 
 Prints a table per model, writes bench/results/methods_runtimes[_quick].json (and the tables as
-Markdown with ``--markdown``).
+Markdown with ``--markdown``). The JSON also has, per cell, the top-1 agreement with fp32 and the
+SQNR of the model's output against fp32's (less coarse than top-1 on small evaluation sets).
 
 Usage: PYTHONPATH=src python bench/methods_runtimes.py [--quick] [--models fashion_mnist_cnn ...]
        [--methods minmax ...] [--no-peers] [--markdown PATH] [--out PATH]
@@ -86,15 +87,19 @@ def constant_output(outputs: np.ndarray) -> bool:
 class Scorer:
     """Top-1 accuracy (labels) or agreement with fp32 (no labels), in percent."""
 
-    def __init__(self, case: D.Case, fp32_top1: np.ndarray):
-        self.case, self.ref = case, fp32_top1
+    def __init__(self, case: D.Case, fp32: np.ndarray):
+        fp32_top1 = top1(fp32)
+        self.case, self.ref, self.fp32_out = case, fp32_top1, fp32.reshape(len(fp32), -1).astype(np.float64)
         self.target = case.labels if case.labels is not None else fp32_top1
         self.fp32 = 100.0 * float(np.mean(fp32_top1 == self.target))
 
     def __call__(self, outputs: np.ndarray) -> dict:
         t = top1(outputs)
         value = 100.0 * float(np.mean(t == self.target))
-        return {"value": value, "delta": value - self.fp32, "agreement": 100.0 * float(np.mean(t == self.ref))}
+        noise = float(np.sum((outputs.reshape(len(outputs), -1) - self.fp32_out) ** 2))
+        sqnr = 10 * np.log10(float(np.sum(self.fp32_out ** 2)) / noise) if noise > 0 else float("inf")
+        return {"value": value, "delta": value - self.fp32, "agreement": 100.0 * float(np.mean(t == self.ref)),
+                "output_sqnr_db": sqnr}
 
 
 def timed(fn, *args):
@@ -182,7 +187,7 @@ def measure_case(case: D.Case, methods, peers: bool, ref_check: int) -> dict:
         out["skipped"] = ("its fp32 output is the same for every input (constant weights), so agreement with "
                           "fp32 would measure a tie-break, not quantization")
         return out
-    score = Scorer(case, top1(fp32))
+    score = Scorer(case, fp32)
     out["fp32"] = score.fp32
     rows: dict = {}
     with tempfile.TemporaryDirectory(prefix="qr_mr_") as tmp:
