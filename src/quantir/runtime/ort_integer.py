@@ -97,6 +97,7 @@ class OrtIntegerExecutor:
             optimized = onnx.load(path)
         self._shapes = {r.name_hint: r.type.shape for op in self.fn.ops for r in op.results
                         if r.name_hint and isinstance(r.type, TensorType)}
+        channels_last = _channels_last_tensors(optimized)
         for name in dict.fromkeys(expose):
             found = _locate(model, optimized, name)
             if found is None:
@@ -105,7 +106,7 @@ class OrtIntegerExecutor:
             node, tensor = found
             if node is not None and node.op_type in FLOAT_RUN_OPS:
                 self.float_computed.append(name)
-            self.exposed[name] = (tensor, _channels_last(optimized, node, tensor))
+            self.exposed[name] = (tensor, tensor in channels_last)
         listed = {o.name for o in optimized.graph.output}
         for tensor, _ in self.exposed.values():
             if tensor not in listed:
@@ -240,37 +241,36 @@ def _locate(model, optimized, tensor: str):
     return None
 
 
-def _channels_last(optimized, node, tensor: str) -> bool:
-    """Whether ``tensor`` is stored channels-last: its node says so (``channels_last``, an NHWC
-    op) or ONNX Runtime's layout pass moves it back to channels-first (a Transpose 0,r-1,1..).
-    Only needed when the shape alone cannot tell (C == H == W)."""
-    if node is not None and (any(a.name == "channels_last" and a.i == 1 for a in node.attribute)
-                             or node.op_type.startswith("Nhwc") or "nhwc" in node.domain.lower()):
-        return True
+def _channels_last_tensors(optimized) -> set[str]:
+    """The tensors ONNX Runtime's layout pass keeps channels-last: made by an NHWC kernel (a
+    ``channels_last`` attribute, an ``Nhwc*`` op) or by a Transpose to NHWC, and carried through
+    the layout-agnostic ops after them (QLinearAdd, Q/DQ, element-wise float ops) until a
+    Transpose back. The node list of an ONNX graph is in topological order."""
+    last: set[str] = set()
     for n in optimized.graph.node:
-        if n.op_type == "Transpose" and n.input and n.input[0] == tensor:
+        if n.op_type == "Transpose":
             perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [])
-            if len(perm) >= 3 and perm == [0, len(perm) - 1, *range(1, len(perm) - 1)]:
-                return True
-    return False
+            made = len(perm) >= 3 and perm == [0, *range(2, len(perm)), 1]
+        else:
+            made = any(a.name == "channels_last" and a.i == 1 for a in n.attribute) or n.op_type.startswith("Nhwc") \
+                or "nhwc" in n.domain.lower() or any(i in last for i in n.input)
+        if made:
+            last.update(o for o in n.output if o)
+    return last
 
 
 def _as_stored(a: np.ndarray, shape, channels_last: bool, name: str) -> np.ndarray:
-    """ONNX Runtime's tensor in quantir's storage: int8, channels first (ONNX Runtime's layout
-    pass keeps the tensors between NHWC kernels channels-last)."""
+    """ONNX Runtime's tensor in quantir's storage: int8, channels first."""
     if a.dtype == np.uint8:   # QDQS8ToU8Transformer added 128 to the zero point and the values
         a = (a.astype(np.int16) - 128).astype(np.int8)
     elif a.dtype != np.int8:
         raise OrtError(f"'{name}' is {a.dtype} in ONNX Runtime's optimized graph, not an integer tensor "
                        f"(a quantir bug: the value was located at the wrong node)")
-    if a.ndim >= 3 and shape is not None:
-        fits = lambda s: all(d is None or d == e for d, e in zip(shape, s)) and len(shape) == len(s)  # noqa: E731
-        last = (a.shape[0], a.shape[-1], *a.shape[1:-1])
-        if not fits(a.shape) or (channels_last and fits(last)):
-            if not fits(last):
-                raise OrtError(f"'{name}' has shape {a.shape} in ONNX Runtime, expected {shape} "
-                               f"(channels first or last)")
-            a = np.moveaxis(a, -1, 1)
+    if channels_last and a.ndim >= 3:
+        a = np.moveaxis(a, -1, 1)
+    if shape is not None and (len(shape) != a.ndim or any(d is not None and d != e for d, e in zip(shape, a.shape))):
+        raise OrtError(f"'{name}' has shape {a.shape} in ONNX Runtime's optimized graph, expected {shape} "
+                       f"(a quantir bug: its layout was read wrong)")
     return np.ascontiguousarray(a)
 
 
