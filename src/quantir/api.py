@@ -60,10 +60,10 @@ def make_engine(fn: Function, names: Sequence[str], engine: str):
     """An executor of ``fn`` with ``names`` exposed. ``"ort"``: the fp32 function in ONNX Runtime
     when able, else numpy; ``"interpreter"``: quantir's interpreter (for an integer function,
     LiteRT's reference arithmetic); ``"ort-qdq"`` / ``"ort-qoperator"``: an integer function as
-    ONNX Runtime runs that export of it (``runtime.ort_integer``; no fallback: the caller asked
+    ONNX Runtime runs that export of it (``runtime.ort.OrtIntegerExecutor``; no fallback: the caller asked
     for that runtime's arithmetic)."""
     if engine in ("ort-qdq", "ort-qoperator"):
-        from .runtime.ort_integer import OrtIntegerExecutor
+        from .runtime.ort import OrtIntegerExecutor
         return OrtIntegerExecutor(fn, expose=list(names), format=engine.removeprefix("ort-"))
     if engine == "ort":
         try:

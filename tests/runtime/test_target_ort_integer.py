@@ -1,4 +1,4 @@
-"""runtime.ort_integer: the integer module as ONNX Runtime runs its QDQ / QOperator export."""
+"""runtime.ort.OrtIntegerExecutor: the integer module as ONNX Runtime runs its QDQ / QOperator export."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +12,7 @@ from ..quantize.tiny_models import cnn
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from quantir.backends.onnx import to_onnx_quantized  # noqa: E402
-from quantir.runtime.ort_integer import OrtIntegerExecutor  # noqa: E402
+from quantir.runtime.ort import OrtIntegerExecutor  # noqa: E402
 
 
 @pytest.fixture(scope="module")

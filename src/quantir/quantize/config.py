@@ -31,7 +31,7 @@ class Config:
     ``target`` is the runtime the integer model is meant for, whose arithmetic decides what
     quantir evaluates: ``"litert"`` (LiteRT's reference kernels, quantir's interpreter) or
     ``"onnxruntime"`` (the QDQ export as ONNX Runtime's CPU provider runs it, with its fusions
-    and the ops it leaves in float; ``runtime.ort_integer``). It does not change the integer
+    and the ops it leaves in float; ``runtime.ort.OrtIntegerExecutor``). It does not change the integer
     module; it changes what the calibration callbacks' quantized values, empirical bias
     correction and the summary's per-layer errors are computed with.
 
