@@ -10,7 +10,8 @@ method          options               observer needed        range
 ``minmax``      ``MinMaxOptions``     any observer           ``observer.range()`` (exact or EMA min/max)
 ``percentile``  ``PercentileOptions`` ``HistogramObserver``  central ``p`` % (two tails), or ``±`` the
                                                              ``p``-th percentile of ``|x|`` (ORT style)
-``entropy``     ``EntropyOptions``    ``HistogramObserver``  window of minimal KL(P‖Q), TensorRT/MXNet
+``entropy``     ``EntropyOptions``    ``HistogramObserver``  window of minimal KL(P‖Q): TensorRT's search,
+                                                             P compared at a fixed resolution per level
 ``mse``         ``MseOptions``        ``HistogramObserver``  minimal expected squared error: rounding
                                                              noise inside + clipping error outside
 ==============  ====================  =====================  ===========================================
@@ -41,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
@@ -62,6 +63,7 @@ __all__ = [
     "compute_range",
     "options_for",
     "kl_divergence_windows",
+    "kl_divergence_resampled",
 ]
 
 
@@ -92,6 +94,7 @@ class EntropyWindow(StrEnum):
 
 _DEFAULT_QUANTIZED_BINS = {EntropyWindow.ABS: 128, EntropyWindow.SYMMETRIC: 255,
                            EntropyWindow.ASYMMETRIC: 256}
+_DEFAULT_RESOLUTION = {EntropyWindow.ABS: 2, EntropyWindow.SYMMETRIC: None, EntropyWindow.ASYMMETRIC: 2}
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,26 @@ class EntropyOptions:
     and drags the window narrow (pytorch-quantization overwrites bin 0 for the same reason).
     ONNX Runtime keeps them; pass ``False`` to compare with it on data with exact zeros.
 
+    ``resolution`` says at which resolution P is compared with Q:
+
+    * ``None`` — at the histogram's own bins (TensorRT, MXNet, ONNX Runtime). A window of ``L``
+      bins then merges ``L / m`` bins per level, so a distribution with atoms (repeated values:
+      a constant image background through the first conv, ReLU6 or a hard gate saturating, the
+      dense cluster a LeakyRelu makes just below 0) pays ``mass · log(bins per level)`` per atom,
+      a cost that grows with the window and has nothing to do with rounding: the minimum slides
+      inward and clips far inside the data (the Fashion CNN's first ReLU6 was cut at 2.5 of 6).
+    * ``r`` (default 2 for the ``abs`` and ``asymmetric`` windows) — each window is resampled
+      into ``r`` sub-bins per level (the histogram's CDF, linear inside a bin), so an atom costs
+      at most ``mass · log r`` whatever the window, and what is left to compare is how the
+      window's levels resolve the distribution against what clipping folds into its last level.
+      The ``abs`` window's level count then follows the int8 grid the range gets: ``(-t, t)``
+      clipped to the data is one asymmetric grid of 255 steps, so a window ``[0, t)`` holds
+      ``m · 2t / span`` levels — ``m`` for two-sided data, ``2m`` for one-signed data (ReLU,
+      sigmoid, a [0, 1] gate), which TensorRT's fixed 128 levels would quantize twice too coarsely.
+
+    The ``symmetric`` window keeps ``resolution=None`` by default: it is the port of ONNX
+    Runtime's search, kept to compare with it (bench/entropy_vs_ort.py).
+
     KL minima are shallow: the threshold can move by 10-15 % of ``max|x|`` when the number of
     histogram bins changes by a few percent (ONNX Runtime's does too, see the tests). Prefer
     ``percentile`` or ``mse`` where reproducibility across bin counts matters.
@@ -139,6 +162,7 @@ class EntropyOptions:
     num_quantized_bins: int | None = None
     window: EntropyWindow = EntropyWindow.ABS
     exclude_zeros: bool = True
+    resolution: int | None | Literal["default"] = "default"
     method: ClassVar[Method] = Method.ENTROPY
 
     def __post_init__(self) -> None:
@@ -148,6 +172,12 @@ class EntropyOptions:
             object.__setattr__(self, "num_quantized_bins", _DEFAULT_QUANTIZED_BINS[window])
         elif self.num_quantized_bins < 2:
             raise ValueError(f"num_quantized_bins must be >= 2, got {self.num_quantized_bins}")
+        if self.resolution == "default":
+            object.__setattr__(self, "resolution", _DEFAULT_RESOLUTION[window])
+        elif self.resolution is not None and (isinstance(self.resolution, bool) or
+                                              not isinstance(self.resolution, int) or self.resolution < 1):
+            raise ValueError(f"resolution must be None (the histogram's bins) or a whole number of "
+                             f"sub-bins per level >= 1, got {self.resolution!r}")
 
 
 @dataclass(frozen=True)
@@ -273,8 +303,97 @@ def kl_divergence_windows(
     return np.where(impossible, np.inf, np.maximum(kl, 0.0))
 
 
-def _argmin_window(counts, starts, ends, m) -> tuple[int, int, float] | None:
-    kl = kl_divergence_windows(counts, starts, ends, m)
+_RESAMPLE_BLOCK = 1 << 21  # sub-bins resampled at once (16 MB per float64 temporary)
+
+
+def kl_divergence_resampled(
+    counts: np.ndarray, starts: np.ndarray, ends: np.ndarray, num_quantized_bins: int, resolution: int,
+    folded: np.ndarray | None = None,
+) -> np.ndarray:
+    """KL(P‖Q) for every window ``[starts[r], ends[r])`` (in bins, fractional allowed), with P
+    resampled to ``resolution`` sub-bins per quantized level.
+
+    The window is cut into ``M = num_quantized_bins · resolution`` equal sub-bins whose masses
+    come from the CDF of ``counts``, linear inside each bin (values spread evenly over their bin).
+    P is those masses, with the mass of ``folded`` (default ``counts``) left of the window added
+    to the first sub-bin and the mass right of it to the last (TensorRT's fold); Q spreads each
+    level's window mass (outliers excluded) evenly over the level's sub-bins where P is non-zero.
+    Both are normalized; a sub-bin where P > 0 and Q = 0, or an empty window, gives ``inf``.
+    Unlike ``kl_divergence_windows`` the comparison has the same resolution for every window, so
+    the divergence no longer grows with the window merely because more histogram bins fall into
+    each level (see ``EntropyOptions``). ``folded`` lets values that are exactly representable
+    inside the window (atoms, see ``_split_atoms``) count only when the window clips them.
+    """
+    h = np.asarray(counts, np.float64)
+    out_h = h if folded is None else np.asarray(folded, np.float64)
+    s = np.asarray(starts, np.float64).reshape(-1)
+    e = np.asarray(ends, np.float64).reshape(-1)
+    m, r = num_quantized_bins, resolution
+    if np.any(e <= s) or np.any(s < 0) or np.any(e > h.size) or out_h.shape != h.shape:
+        raise ValueError("every window must lie in the histogram and be non-empty")
+    cum = np.concatenate(([0.0], np.cumsum(h)))
+    cum_out = np.concatenate(([0.0], np.cumsum(out_h)))
+    out = np.full(s.size, np.inf)
+    if s.size == 0:
+        return out
+    grid = np.arange(m * r + 1, dtype=np.float64) / (m * r)
+    bins = np.arange(cum.size, dtype=np.float64)
+    rows = max(1, _RESAMPLE_BLOCK // (m * r))
+    for r0 in range(0, s.size, rows):
+        sl = slice(r0, r0 + rows)
+        cdf = np.interp(s[sl, None] + (e[sl] - s[sl])[:, None] * grid, bins, cum)
+        window = np.maximum(np.diff(cdf, axis=1), 0.0)  # (R, M); a rounding ulp never goes negative
+        p = window.copy()
+        p[:, 0] += np.interp(s[sl], bins, cum_out)
+        p[:, -1] += cum_out[-1] - np.interp(e[sl], bins, cum_out)
+        p3 = p.reshape(-1, m, r)
+        occupied = p3 > 0
+        level_mass = window.reshape(-1, m, r).sum(axis=2)
+        p_total, q_total = p.sum(axis=1), cdf[:, -1] - cdf[:, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q3 = np.where(occupied, (level_mass / occupied.sum(axis=2))[:, :, None], 0.0)
+            ratio = (p3 / p_total[:, None, None]) / (q3 / q_total[:, None, None])
+            terms = np.where(occupied & (q3 > 0), p3 * np.log(np.where(occupied & (q3 > 0), ratio, 1.0)), 0.0)
+            kl = terms.sum(axis=(1, 2)) / p_total
+        impossible = (occupied & (q3 <= 0)).any(axis=(1, 2)) | (q_total <= 0)
+        out[sl] = np.where(impossible, np.inf, np.maximum(kl, 0.0))
+    return out
+
+
+_ATOM_NEIGHBOURS = 8  # bins each side whose median is the continuous level around a bin
+_ATOM_RATIO = 4.0     # a bin this many times above that level (and >= 4 counts over it) holds an atom
+
+
+def _split_atoms(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(continuous, atoms)`` with ``continuous + atoms == counts``: a bin far above the median
+    of its neighbours holds an atom — a value repeated many times (a constant background through
+    a conv, a saturated ReLU6 or gate) — and keeps only its neighbours' level as continuous mass.
+
+    An atom lands on one level whatever the window, with at most half a step of error like any
+    value; what KL measures inside a level (how unevenly the level's mass spreads) says nothing
+    about it, and a spike costs ``mass · log(sub-bins)`` there. So atoms are left out of P inside
+    the window, as exact zeros are, and counted only where a window clips them.
+    """
+    c = np.asarray(counts, np.float64)
+    k = _ATOM_NEIGHBOURS
+    if c.size < 2 * k + 1:
+        return c, np.zeros_like(c)
+    padded = np.pad(c, k, mode="reflect")
+    level = np.median(np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1), axis=1)
+    atom = (c > _ATOM_RATIO * level) & (c - level >= 4.0)
+    continuous = np.where(atom, level, c)
+    return continuous, c - continuous
+
+
+def _window_kl(counts, starts, ends, m, resolution, folded=None) -> np.ndarray:
+    if resolution is None:
+        return kl_divergence_windows(counts, starts, ends, m)
+    return kl_divergence_resampled(counts, starts, ends, m, resolution, folded)
+
+
+def _argmin_window(counts, starts, ends, m, resolution=None, folded=None) -> tuple[int, int, float] | None:
+    """The window of least KL (``resolution`` None: TensorRT's kernel, ``folded`` unused)."""
+    kl = _window_kl(counts, starts, ends, m, resolution, folded)
     if kl.size == 0 or not np.isfinite(kl).any():
         return None
     r = int(np.argmin(kl))
@@ -291,7 +410,45 @@ def _entropy_abs(counts: np.ndarray, m: int) -> int:
     return n if best is None else best[1]
 
 
-def _entropy_symmetric(counts: np.ndarray, zero_index: int, m: int) -> int:
+def _grid_levels(ends: np.ndarray, width: float, lo_v: float, hi_v: float, m: int) -> np.ndarray:
+    """Levels the int8 grid puts into ``[0, t)`` for each window end (``t = ends · width``).
+
+    The range ``(-t, t)`` clipped to the data ``[lo_v, hi_v]`` gets one asymmetric grid over
+    ``span = min(t, hi_v) + min(t, -lo_v)``; ``m`` levels per ``t`` over a two-sided span of
+    ``2t`` is ``m · 2t / span`` over this one: ``m`` for symmetric data, up to ``2m`` one-signed.
+    Computed in units of the bin width (``|x| / width <= 2 · bins``), so nothing overflows.
+    """
+    t = ends.astype(np.float64)
+    span = np.minimum(t, max(hi_v, 0.0) / width) + np.minimum(t, max(-lo_v, 0.0) / width)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        levels = np.where(span > 0, np.rint(2.0 * m * t / np.where(span > 0, span, 1.0)), m)
+    return np.clip(levels, m, 2 * m).astype(np.int64)
+
+
+def _entropy_abs_resampled(counts: np.ndarray, width: float, lo_v: float, hi_v: float, m: int,
+                           resolution: int, keep_zero_bin: bool = False) -> int:
+    """The end ``e`` of the best window ``[0, e)`` of an |x| histogram, P at ``resolution``
+    sub-bins per level and the grid's own level count. Among equal minima the widest wins.
+    ``keep_zero_bin``: the bin ``[0, w)`` stays in P whole, spike or not (``exclude_zeros=False``)."""
+    n = counts.size
+    continuous, _ = _split_atoms(counts)
+    if keep_zero_bin:
+        continuous[0] = counts[0]
+    if continuous.sum() <= 0:  # only atoms: every window resolves them alike, so keep them all
+        return n
+    ends = np.arange(min(m, n), n + 1)
+    levels = _grid_levels(ends, width, lo_v, hi_v, m)
+    kl = np.full(ends.size, np.inf)
+    for k in np.unique(levels):  # one vectorized call per level count (few distinct values)
+        sel = levels == k
+        kl[sel] = kl_divergence_resampled(continuous, np.zeros(int(sel.sum())), ends[sel], int(k),
+                                          resolution, folded=counts)
+    if not np.isfinite(kl).any():
+        return n
+    return int(ends[ends.size - 1 - int(np.argmin(kl[::-1]))])
+
+
+def _entropy_symmetric(counts: np.ndarray, zero_index: int, m: int, resolution=None) -> int:
     """MXNet/ORT: the half-width ``i`` (in bins) of the best window ``[z - i, z + i)``."""
     z, n = zero_index, counts.size
     half = max(z, n - z)
@@ -301,32 +458,41 @@ def _entropy_symmetric(counts: np.ndarray, zero_index: int, m: int) -> int:
     padded = np.zeros(2 * half, counts.dtype)
     padded[half - z : half - z + n] = counts
     widths = np.arange(first, half + 1)
-    best = _argmin_window(padded, half - widths, half + widths, m)
+    best = _argmin_window(padded, half - widths, half + widths, m, resolution)
     return half if best is None else (best[1] - best[0]) // 2
 
 
-def _entropy_asymmetric(counts: np.ndarray, z: int, m: int) -> tuple[int, int]:
-    """The best window ``[s, e)`` with ``s <= z <= e``: coarse 48×48 grid, then coordinate descent."""
+def _entropy_asymmetric(counts: np.ndarray, z: int, m: int, resolution=None,
+                        keep_zero_bin: bool = True) -> tuple[int, int]:
+    """The best window ``[s, e)`` with ``s <= z <= e``: coarse 48×48 grid, then coordinate descent.
+    With a ``resolution``, atoms are left out of P inside the window as in the ``abs`` search."""
     n = counts.size
     if n <= m:
         return 0, n
+    folded = None
+    if resolution is not None:
+        folded, (counts, _) = counts, _split_atoms(counts)
+        if keep_zero_bin and z < n:
+            counts[z] = folded[z]
+        if counts.sum() <= 0:
+            return 0, n
     s_max, e_min = min(z, n - m), max(z, m)
     s_grid = np.unique(np.linspace(0, s_max, 48).round().astype(np.int64))
     e_grid = np.unique(np.linspace(e_min, n, 48).round().astype(np.int64))
     ss, ee = (a.reshape(-1) for a in np.meshgrid(s_grid, e_grid))
     keep = ee - ss >= m
-    best = _argmin_window(counts, ss[keep], ee[keep], m)
+    best = _argmin_window(counts, ss[keep], ee[keep], m, resolution, folded)
     if best is None:
         return 0, n
     s, e, kl = best
     for _ in range(32):
         moved = False
         starts = np.arange(0, min(z, e - m) + 1)
-        cand = _argmin_window(counts, starts, np.full_like(starts, e), m)
+        cand = _argmin_window(counts, starts, np.full_like(starts, e), m, resolution, folded)
         if cand is not None and cand[2] < kl:
             s, e, kl, moved = *cand, True
         ends = np.arange(max(z, s + m), n + 1)
-        cand = _argmin_window(counts, np.full_like(ends, s), ends, m)
+        cand = _argmin_window(counts, np.full_like(ends, s), ends, m, resolution, folded)
         if cand is not None and cand[2] < kl:
             s, e, kl, moved = *cand, True
         if not moved:
@@ -343,18 +509,21 @@ def _without_zeros(h: Histogram, zeros: int) -> np.ndarray:
 
 def _entropy(opts: EntropyOptions, obs: HistogramObserver) -> tuple[float, float]:
     lo_v, hi_v = obs.min, obs.max
-    m = opts.num_quantized_bins
+    m, res = opts.num_quantized_bins, opts.resolution
     zeros = obs.zero_count if opts.exclude_zeros else 0
     if opts.window is EntropyWindow.ABS:
         h = obs.abs_histogram
-        t = min(float(h.edges[_entropy_abs(_without_zeros(h, zeros), m)]), max(-lo_v, hi_v))
+        counts = _without_zeros(h, zeros)
+        e = (_entropy_abs(counts, m) if res is None
+             else _entropy_abs_resampled(counts, h.width, lo_v, hi_v, m, res, not opts.exclude_zeros))
+        t = min(float(h.edges[e]), max(-lo_v, hi_v))
         return max(-t, lo_v), min(t, hi_v)
     h = obs.histogram
     counts = _without_zeros(h, zeros)
     if opts.window is EntropyWindow.SYMMETRIC:
-        t = _entropy_symmetric(counts, h.zero_index, m) * h.width
+        t = _entropy_symmetric(counts, h.zero_index, m, res) * h.width
         return max(-t, lo_v), min(t, hi_v)
-    s, e = _entropy_asymmetric(counts, h.zero_index, m)
+    s, e = _entropy_asymmetric(counts, h.zero_index, m, res, not opts.exclude_zeros)
     return max(float(h.edges[s]), lo_v), min(float(h.edges[e]), hi_v)
 
 
