@@ -21,6 +21,7 @@ from quantir.numerics import (
     storage_range,
 )
 from quantir.numerics import multiply_by_quantized_multiplier as _mbqm
+from quantir.runtime.qkernels import _jit
 
 Activation = Literal["none", "relu", "relu6", "relu_n1_to_1"]
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -220,16 +221,48 @@ def requantize(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, ac
 INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
 
 
+_JIT_MIN = 1 << 12   # below this many elements the numpy gather is as fast as a compiled call
+
+
+def _unsigned_view(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """``x`` reinterpreted as unsigned storage, and the bit that flips it to ``x - min(dtype)``.
+
+    For a signed dtype ``x - min = u ^ sign_bit`` where ``u`` is the unsigned view; reordering
+    the table by the same xor lets the gather index with the raw bytes (no widening pass)."""
+    if x.dtype.kind == "u":
+        return x, 0
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")), 1 << (8 * x.dtype.itemsize - 1)
+
+
 def lookup_table(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``table[x - min(dtype)]``: evaluate a function of one int8/uint8/int16 value by gathering."""
-    offset = -int(np.iinfo(x.dtype).min)
-    return table[x.astype(np.int32) + offset] if offset else table[x]
+    u, flip = _unsigned_view(x)
+    table = np.asarray(table)
+    if flip:
+        table = table[np.arange(table.size) ^ flip]
+    if _jit.AVAILABLE and u.size >= _JIT_MIN and u.flags.c_contiguous:
+        out = np.empty(u.shape, dtype=table.dtype)
+        _jit.gather(u.reshape(-1), np.ascontiguousarray(table), out.reshape(-1))
+        return out
+    return np.take(table, u, mode="clip")    # every index is in range: "clip" skips the checks
 
 
 def pair_table_lookup(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``table[a + 128, b + 128]`` with numpy broadcasting: a function of two int8 values by gathering."""
-    index = (a.astype(np.int32) + 128) * 256 + (b.astype(np.int32) + 128)
-    return table.reshape(-1)[index]
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    ua, _ = _unsigned_view(a)
+    ub, _ = _unsigned_view(b)
+    flip = np.arange(256) ^ 0x80
+    reordered = np.asarray(table)[flip[:, None], flip[None, :]].reshape(-1)   # [ua, ub] = table[a+128, b+128]
+    if _jit.AVAILABLE and ua.shape == ub.shape and ua.size >= _JIT_MIN and ua.flags.c_contiguous \
+            and ub.flags.c_contiguous:
+        out = np.empty(shape, dtype=reordered.dtype)
+        _jit.gather_pairs(ua.reshape(-1), ub.reshape(-1), reordered, out.reshape(-1))
+        return out
+    index = np.empty(shape, dtype=np.uint16)
+    np.left_shift(ua, 8, out=index, dtype=np.uint16)
+    np.bitwise_or(index, ub, out=index)
+    return np.take(reordered, index, mode="clip")
 
 
 def clamp_range(act_min: int, act_max: int, dtype: Any, op: str) -> tuple[int, int]:

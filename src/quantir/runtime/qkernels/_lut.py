@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from quantir.numerics import round_half_away, saturate
-from quantir.runtime.qkernels._common import check_quantized, check_zero_point
+from quantir.runtime.qkernels._common import check_quantized, check_zero_point, lookup_table
 
 
 def populate_lut(transform: Callable[[np.ndarray], np.ndarray], input_scale: float, input_zero_point: int,
@@ -30,7 +30,7 @@ def lookup(x: np.ndarray, table: np.ndarray, op: str) -> np.ndarray:
     table = np.asarray(table, dtype=np.int8)
     if table.shape != (256,):
         raise ValueError(f"{op}: the table must have 256 entries, found shape {table.shape}")
-    return table[x.astype(np.int16) + 128]
+    return lookup_table(x, table)
 
 
 def expf(x: np.ndarray) -> np.ndarray:

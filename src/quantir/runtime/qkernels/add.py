@@ -13,6 +13,8 @@ Broadcasting follows numpy (the same rule as TFLite's).
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,12 +97,21 @@ def add_sub(op: str, sign: int, a: np.ndarray, b: np.ndarray, *, input1_zero_poi
     zp2 = check_zero_point(input2_zero_point, op, "input2 zero point")
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
     lo, hi = clamp_range(act_min, act_max, np.int8, op)
-    # A function of the two int8 inputs: evaluate it on all 256 x 256 pairs, then gather.
-    a1 = rescale_input(INT8_VALUES, zp1, input1_multiplier, input1_shift)
-    b1 = rescale_input(INT8_VALUES, zp2, input2_multiplier, input2_shift)
-    raw = multiply_by_quantized_multiplier_smaller_than_one_exp(a1[:, None] + sign * b1[None, :], output_multiplier,
-                                                                output_shift)
-    return pair_table_lookup(a, b, saturate(raw + zp_out, lo, hi).astype(np.int8))
+    table = _pair_table(sign, zp1, zp2, zp_out, int(input1_multiplier), int(input1_shift), int(input2_multiplier),
+                        int(input2_shift), int(output_multiplier), int(output_shift), lo, hi)
+    return pair_table_lookup(a, b, table)
+
+
+@functools.lru_cache(maxsize=512)
+def _pair_table(sign, zp1, zp2, zp_out, m1, s1, m2, s2, mo, so, lo, hi) -> np.ndarray:
+    """A function of the two int8 inputs, evaluated on all 256 x 256 pairs (then gathered). It is
+    the same for every call with the same parameters, so it is built once per parameter set."""
+    a1 = rescale_input(INT8_VALUES, zp1, m1, s1)
+    b1 = rescale_input(INT8_VALUES, zp2, m2, s2)
+    raw = multiply_by_quantized_multiplier_smaller_than_one_exp(a1[:, None] + sign * b1[None, :], mo, so)
+    table = saturate(raw + zp_out, lo, hi).astype(np.int8)
+    table.flags.writeable = False
+    return table
 
 
 def add(a: np.ndarray, b: np.ndarray, **params) -> np.ndarray:

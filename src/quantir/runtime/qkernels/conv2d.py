@@ -44,6 +44,7 @@ from quantir.runtime.qkernels._common import (
     quantize_channel_multipliers,
     requantize,
 )
+from quantir.runtime.qkernels._fast_requant import requantize_exact_float
 from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
 from quantir.runtime.qkernels.padding import normalize_pads
 
@@ -118,6 +119,52 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
     sh = _per_channel(shift, c_out, op, "shift")
     oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
 
+    per_channel_l1 = np.abs(weight.reshape(c_out, -1).astype(np.int64)).sum(axis=1)
+    b_abs = np.zeros(c_out, dtype=np.int64) if b is None else np.abs(b)
+    if int((255 * per_channel_l1 + b_abs).max(initial=0)) > INT32_MAX:
+        # LiteRT's int32 accumulator may overflow: the integer path checks every value.
+        return _conv2d_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, pads, dilations, groups,
+                           (oh, ow), op)
+    # |acc[c]| <= max|x - zp_in| · Σ|w[c]| + |bias[c]|: every product and partial sum of the GEMM is an
+    # integer below this bound, so float32 BLAS is exact when it is below 2**24 (float64 otherwise).
+    deviation = max(int(x.max(initial=zp_in)) - zp_in, zp_in - int(x.min(initial=zp_in)), 0)
+    bound = deviation * per_channel_l1 + b_abs
+    ftype = np.float32 if int(bound.max(initial=0)) < (1 << 24) else np.float64
+    g, cg_out = groups, c_out // groups
+    k = c_per_group * kh * kw
+    kb = k + (b is not None)       # the bias rides in the GEMM as a row of ones
+    p_out = oh * ow
+    wmat = np.zeros((g, cg_out, kb), dtype=ftype)
+    wmat[:, :, :k] = weight.reshape(g, cg_out, k)   # K ordered (ic, kh, kw)
+    if b is not None:
+        wmat[:, :, k] = b.reshape(g, cg_out)
+    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads)
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    for chunk in batch_chunks(n, (c_in * kh * kw + 2 * c_out) * p_out):
+        nb = chunk.stop - chunk.start
+        cols = np.empty((nb, g, kb, p_out), dtype=ftype)  # im2col, NCHW-native: [N, G, K(+1), OH·OW]
+        if pointwise:
+            np.subtract(x[chunk].reshape(nb, g, c_per_group, p_out), ftype(zp_in), out=cols[:, :, :k])
+        else:
+            win = windows(pad_hw(x[chunk], pads, zp_in), (kh, kw), strides, dilations, (oh, ow))
+            win = win.reshape(nb, g, c_per_group, oh, ow, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+            # [N, G, C/G, KH, KW, OH, OW]: only splits cols' axes, so this stays a view to write into
+            np.subtract(win, ftype(zp_in), out=cols[:, :, :k].reshape(nb, g, c_per_group, kh, kw, oh, ow))
+        if b is not None:
+            cols[:, :, k] = 1
+        acc = np.matmul(wmat, cols).reshape(nb, c_out, p_out)  # exact integers
+        q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound)
+        if q is None:
+            q = requantize(acc.astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
+        out[chunk] = q.reshape(nb, c_out, oh, ow)
+    return out
+
+
+def _conv2d_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, pads, dilations, groups, out_hw_, op):
+    """The int64 path, for layers whose int32 accumulator may overflow: every value is checked."""
+    n, c_in, _, _ = x.shape
+    c_out, c_per_group, kh, kw = weight.shape
+    oh, ow = out_hw_
     g, cg_out = groups, c_out // groups
     k = c_per_group * kh * kw
     p_out = oh * ow

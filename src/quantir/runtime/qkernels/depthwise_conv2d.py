@@ -32,6 +32,8 @@ from quantir.runtime.qkernels._common import (
     max_abs,
     requantize,
 )
+from quantir.runtime.qkernels import _jit
+from quantir.runtime.qkernels._fast_requant import float_plan, requantize_exact_float
 from quantir.runtime.qkernels._window import out_hw, pad_hw
 from quantir.runtime.qkernels.padding import normalize_pads
 
@@ -63,9 +65,74 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
     oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
     (sh_h, sh_w), (dh, dw) = strides, dilations
 
-    # int32 taps are exact unless the worst case K·255·max|w| + max|bias| exceeds int32;
-    # then accumulate in int64 and check the values (LiteRT's int32 would overflow).
     overflow_possible = accumulator_bound(kh * kw, 255, max_abs(weight), b) > INT32_MAX
+    hp, wp = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
+    if overflow_possible or (sh_h * wp) % sh_w:
+        return _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dilations, pads, (oh, ow),
+                              mult, overflow_possible, op)
+    l1 = np.abs(weight.reshape(c_out, kh * kw).astype(np.int64)).sum(axis=1)
+    deviation = max(int(x.max(initial=zp_in)) - zp_in, zp_in - int(x.min(initial=zp_in)), 0)
+    bound = deviation * l1 + (0 if b is None else np.abs(b))   # [C_out] int64: |acc| never exceeds it
+    plan = float_plan(big_m, sh, bound, c_out) if _jit.AVAILABLE else None
+    if plan is not None:   # compiled loops: int32 taps, then the requantization
+        return _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, (hp, wp), (oh, ow),
+                              mult, plan)
+    # Taps over the flattened batch. Each channel's padded image sits in a slot of ``span`` floats
+    # (zeros after it), slots follow each other without gaps, and output (i, j) of a channel is
+    # computed at slot position q = i·pitch + j from flat input sw·q + offset(tap). So each tap is
+    # ONE strided slice over all images and channels, and the KH·KW multiply-adds stream long
+    # contiguous runs (numpy is slow on short rows). Positions that are not an output (j >= OW, the
+    # rows below OH, reads running into the next slot) are computed and dropped.
+    pitch = sh_h * wp // sh_w
+    offsets = [i * dh * wp + j * dw for i in range(kh) for j in range(kw)]
+    span = -(-max(hp * wp, sh_w * oh * pitch) // sh_w) * sh_w
+    slot = span // sh_w                   # computed positions per channel, oh·pitch of them outputs
+    # Every partial sum is an integer below ``bound``: exact in float32 below 2**24.
+    ftype = np.float32 if int(np.max(bound, initial=0)) < (1 << 24) else np.float64
+    # numpy streams contiguous operands far faster than it broadcasts a (C, 1) one: each tap's
+    # weights are expanded to a plane of C_out·slot values once per call.
+    planes = np.repeat(weight.reshape(c_out, kh * kw).T.astype(ftype), slot, axis=1)     # [taps, C_out·slot]
+    bias_plane = None if b is None else np.repeat(b.astype(ftype), slot)
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    for chunk in batch_chunks(n, 3 * c_out * span, budget=1 << 21):
+        nb = chunk.stop - chunk.start
+        width = c_out * slot
+        xz = np.zeros(nb * c_out * span + offsets[-1] + sh_w, dtype=ftype)  # x - zp_in; padding is 0
+        images = xz[:nb * c_out * span].reshape(nb, c_out, span)[:, :, :hp * wp].reshape(nb, c_out, hp, wp)
+        xc = x[chunk] if mult == 1 else np.repeat(x[chunk], mult, axis=1)  # channel oc reads ic = oc // mult
+        np.subtract(xc, ftype(zp_in), out=images[:, :, pads[0]:pads[0] + x.shape[2], pads[1]:pads[1] + x.shape[3]])
+        block = max(1, (1 << 16) // (nb * slot))   # channels per pass: the accumulators stay in cache
+        acc_buf = np.empty(nb * min(block, c_out) * slot, dtype=ftype)
+        tmp_buf = np.empty_like(acc_buf)
+        for c0 in range(0, c_out, block):
+            c1 = min(c_out, c0 + block)
+            cols = slice(c0 * slot, c1 * slot)
+            acc = acc_buf[:nb * (c1 - c0) * slot].reshape(nb, (c1 - c0) * slot)
+            tmp = tmp_buf[:acc.size].reshape(acc.shape)
+            for t, off in enumerate(offsets):
+                view = xz[off:off + sh_w * (nb * width - 1) + 1:sh_w].reshape(nb, width)[:, cols]
+                if t == 0:
+                    np.multiply(view, planes[t, cols], out=acc)
+                else:
+                    np.multiply(view, planes[t, cols], out=tmp)
+                    acc += tmp
+            if bias_plane is not None:
+                acc += bias_plane[cols]
+            acc3 = acc.reshape(nb, c1 - c0, slot)
+            q = requantize_exact_float(acc3, big_m[c0:c1], sh[c0:c1], zp_out, lo, hi, bound[c0:c1])
+            if q is None:
+                q = requantize(acc3.astype(np.int64), big_m[c0:c1], sh[c0:c1], zp_out, lo, hi, channel_axis=1)
+            out[chunk, c0:c1] = q[:, :, :oh * pitch].reshape(nb, c1 - c0, oh, pitch)[:, :, :, :ow]
+    return out
+
+
+def _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dilations, pads, out_hw_, mult,
+                   overflow_possible, op):
+    """Integer taps over strided windows: for layers whose int32 accumulator may overflow (checked)."""
+    n = x.shape[0]
+    c_out, _, kh, kw = weight.shape
+    oh, ow = out_hw_
+    (sh_h, sh_w), (dh, dw) = strides, dilations
     acc_dtype = np.int64 if overflow_possible else np.int32
     w = weight.reshape(c_out, kh, kw).astype(acc_dtype)
     bias_view = None if b is None else b.astype(acc_dtype).reshape(c_out, 1, 1)
@@ -88,4 +155,23 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
         if overflow_possible:
             check_accumulator(acc, op)
         out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1)
+    return out
+
+
+def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, hw_padded, out_hw_, mult, plan):
+    """The compiled path: the input padded with ``zp_in`` and flattened per channel (plus a tail
+    for the dropped columns of the last rows), taps as flat offsets, output row pitch as above."""
+    n, c_in = x.shape[:2]
+    c_out, _, kh, kw = weight.shape
+    (hp, wp), (oh, ow) = hw_padded, out_hw_
+    (sh_h, sh_w), (dh, dw) = strides, dilations
+    pitch = sh_h * wp // sh_w
+    offsets = np.array([i * dh * wp + j * dw for i in range(kh) for j in range(kw)], dtype=np.int64)
+    flat = max(hp * wp, int(offsets[-1]) + sh_w * (oh * pitch - 1) + 1)
+    xp = np.full((n, c_in, flat), zp_in, dtype=np.int8)
+    xp[:, :, :hp * wp].reshape(n, c_in, hp, wp)[:, :, pads[0]:pads[0] + x.shape[2], pads[1]:pads[1] + x.shape[3]] = x
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    bias32 = np.zeros(c_out, np.int32) if b is None else b.astype(np.int32)
+    _jit.depthwise_rows(xp, np.ascontiguousarray(weight.reshape(c_out, kh * kw), dtype=np.int32), offsets, bias32,
+                        mult, zp_in, sh_w, pitch, *_jit.requant_params(*plan), zp_out, lo, hi, out)
     return out

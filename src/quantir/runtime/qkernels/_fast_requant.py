@@ -1,0 +1,112 @@
+"""Per-channel requantization of exact float accumulators in a few float64 passes.
+
+The convolution kernels get their accumulators from float BLAS (exact integers held in
+float32/float64). :func:`~quantir.runtime.qkernels._common.requantize` converts them to int64
+and runs the fixed-point MBQM (``RDBPOT(SRDHM(acc, M), r)``, ``r = -shift``) in ~20 integer
+passes. For ``shift <= 0`` the same integers follow from one float64 expression::
+
+    out = clamp(floor(acc·s + copysign(h, acc) + 1/2) + zp, act_min, act_max)
+    s = M·2**-(31 + r),  h = 2**-(r + 1) if r >= 1 else 0
+
+Why: SRDHM is ``hi = floor(acc·M/2**31 + 1/2)`` and RDBPOT is
+``floor((hi + 2**(r-1) - [hi < 0]) / 2**r)``; nested floors of power-of-two divisions merge,
+so ``out - zp = floor(acc·s + 2**-(r+1) + 1/2 - [hi < 0]·2**-r)``. ``hi < 0`` may be replaced
+by ``acc < 0`` for ``r >= 1`` (they differ only when ``hi = 0``, where both give 0), which
+gives the ``copysign`` term; with ``r = 0`` RDBPOT is the identity and ``h = 0``.
+
+Every operand is a multiple of ``2**-(31 + r)``: the float64 arithmetic is exact while the
+magnitudes stay below ``2**(22 - r)``, i.e. ``|acc|·M + 2**30 + 2**(39 + r) < 2**53`` (the
+last term bounds ``zp + 128.5``). The caller passes a per-channel bound of ``|acc|``; channels
+that miss it (tiny multipliers with a large ``r``, or a huge bound) are requantized with the
+integer MBQM instead, as are whole layers with a positive shift (whose int32 overflow check
+belongs to the integer path).
+
+The per-channel constants are expanded to planes along the flattened ``C·P`` axis (numpy
+broadcasts a ``(C, 1)`` operand much slower than it streams a contiguous one), and the work is
+tiled so that the passes run in cache. The result is offset by 128 so that the float -> uint8
+conversion (truncation) is a floor, then flipped back to int8 with one xor.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from quantir.runtime.qkernels import _jit
+from quantir.runtime.qkernels._common import INT32_MAX, requantize
+
+__all__ = ["requantize_exact_float", "float_plan"]
+
+_EXACT = 1 << 53
+TILE = 1 << 15  # float64 elements per pass: two buffers of 256 KiB stay in L2
+
+
+def _fast_channels(m: np.ndarray, r: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    rr = np.minimum(r, 21)   # r > 21 can never pass (2**(39 + r) alone exceeds 2**53 after 2**60)
+    need = bound * m + (1 << 30) + np.left_shift(np.int64(1), 39 + rr)   # < 2**63: bound, m < 2**31
+    return (m == 0) | ((r <= 21) & (need < _EXACT))
+
+
+def float_plan(multiplier: Any, shift: Any, bound: Any, channels: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per-channel ``(M, shift, fast)`` as int64/int64/bool arrays, or None when the layer needs
+    the integer path as a whole (a positive or out-of-range shift, a multiplier outside
+    ``[0, 2**31)``, or an accumulator bound past int32)."""
+    m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64).reshape(-1), (channels,))
+    s = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (channels,))
+    bound = np.broadcast_to(np.asarray(bound, dtype=np.int64).reshape(-1), (channels,))
+    if channels == 0 or m.min() < 0 or m.max() > INT32_MAX or s.max() > 0 or s.min() < -31 \
+            or bound.max() > INT32_MAX:
+        return None
+    return m, s, _fast_channels(m, -s, bound)
+
+
+def requantize_exact_float(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, act_min: int,
+                           act_max: int, bound: np.ndarray) -> np.ndarray | None:
+    """int8 ``clamp(MBQM(acc, M[c], shift[c]) + zp)`` for float ``acc`` of shape ``[N, C, P]``.
+
+    ``acc`` holds exact integers with ``|acc[:, c]| <= bound[c]`` (int64). Returns None when the
+    parameters need the integer path for the whole layer (see :func:`float_plan`): the caller
+    then requantizes as before, with its checks and errors.
+    """
+    n, c, p = acc.shape
+    plan = float_plan(multiplier, shift, bound, c)
+    if plan is None:
+        return None
+    m, s, fast = plan
+    if _jit.AVAILABLE and acc.flags.c_contiguous:
+        result = np.empty((n, c, p), dtype=np.int8)
+        _jit.requantize_rows(acc, *_jit.requant_params(m, s, fast), int(zero_point), int(act_min), int(act_max),
+                             result)
+        return result
+    r = -s
+    scale = np.where(fast, np.ldexp(m.astype(np.float64), (-31 - r).astype(np.int32)), 0.0)
+    half = np.where(fast & (r >= 1), np.ldexp(1.0, (-(r + 1)).astype(np.int32)), 0.0)
+    out = np.empty((n, c, p), dtype=np.uint8)
+    width = c * p
+    flat_in, flat_out = acc.reshape(n, width), out.reshape(n, width)
+    scale_plane, half_plane = np.repeat(scale, p), np.repeat(half, p)
+    offset, lo, hi = float(zero_point) + 128.5, float(act_min + 128), float(act_max + 128)
+    rows = max(1, TILE // width)
+    cols = min(width, TILE)
+    y = np.empty(rows * cols, dtype=np.float64)
+    t = np.empty(rows * cols, dtype=np.float64)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        for c0 in range(0, width, cols):
+            c1 = min(width, c0 + cols)
+            shape = (r1 - r0, c1 - c0)
+            yb, tb = y[:shape[0] * shape[1]].reshape(shape), t[:shape[0] * shape[1]].reshape(shape)
+            np.multiply(flat_in[r0:r1, c0:c1], scale_plane[c0:c1], out=yb)
+            np.copysign(half_plane[c0:c1], yb, out=tb)
+            np.add(yb, tb, out=yb)
+            np.add(yb, offset, out=yb)
+            np.clip(yb, lo, hi, out=yb)
+            np.copyto(flat_out[r0:r1, c0:c1], yb, casting="unsafe")   # y >= 0: truncation is floor
+    np.bitwise_xor(out, 0x80, out=out)
+    result = out.view(np.int8)
+    slow = np.flatnonzero(~fast)
+    if slow.size:
+        exact = acc[:, slow, :].astype(np.int64)
+        result[:, slow, :] = requantize(exact, m[slow], s[slow], zero_point, act_min, act_max, channel_axis=1)
+    return result
