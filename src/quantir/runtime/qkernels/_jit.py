@@ -16,6 +16,7 @@ results; tests compare the two. ``QUANTIR_NO_JIT=1`` turns the compiled loops of
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -29,7 +30,7 @@ except ImportError:  # optional: the numpy paths stay
 
 AVAILABLE = numba is not None
 
-__all__ = ["AVAILABLE", "requantize_rows", "depthwise_rows", "gather", "gather_pairs", "requant_params"]
+__all__ = ["AVAILABLE", "requantize_rows", "depthwise_rows", "gather", "gather_pairs", "quantize_f32", "requant_params"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -44,13 +45,12 @@ def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
 
 def _requantize_row(src, dst, scale, half, fast, m, r, zp, lo, hi):
     """``dst[k] = clamp(MBQM(src[k]) + zp)`` for one channel's row of exact integer accumulators."""
-    if fast:
-        flo, fhi = np.float64(lo - zp), np.float64(hi - zp)
+    if fast:   # offset by 128 so that the clamped value is >= 0 and truncation is floor
+        off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
         for k in range(src.size):
-            y = src[k] * scale
-            y = y + half if y >= 0.0 else y - half
-            v = min(max(np.floor(y + 0.5), flo), fhi)
-            dst[k] = np.int8(np.int32(v) + zp)
+            y = np.float64(src[k]) * scale
+            y = y + math.copysign(half, y) + off
+            dst[k] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
     else:   # LiteRT's integers: SRDHM (rhu at 2**31), then RDBPOT (rha at 2**r)
         mask = (np.int64(1) << r) - 1
         for k in range(src.size):
@@ -66,16 +66,21 @@ def _requantize_rows(acc, scale, half, fast, m, r, zp, lo, hi, out):
             _requantize_row(acc[i, ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
 
 
-def _depthwise_rows(xp, w, offsets, bias, mult, zp_in, sw, pitch, scale, half, fast, m, r, zp, lo, hi, out):
-    """``xp``: [N, C_in, flat] int8, each channel's zp-padded image flattened (with a zp tail);
-    ``w``: [C_out, taps] int32 with the flat ``offsets`` of the taps. Output (i, j) is position
-    q = i·pitch + j, reading ``xp[..., offset + sw·q]``. A channel is first split into its ``sw``
-    column phases (``src[p::sw]``) so that every tap is a contiguous run: the loop vectorizes."""
+def _depthwise_rows(xp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo, hi, out):
+    """``xp``: [N, C_in, Hp, Wp] int8 padded with ``zp_in``; ``w``: [C_out, KH, KW] int32.
+
+    Each input channel is first split into its sh_h·sh_w stride phases (``x[a::sh_h, b::sw]``,
+    minus ``zp_in``, rows of ``wq`` values, a zero row after): then tap (ki, kj) of output
+    (i, j) reads phase (r % sh_h, c % sw) at ``(i + r // sh_h)·wq + j + c // sw`` with
+    r = ki·dh, c = kj·dw, so every tap is one contiguous run over q = i·wq + j and the
+    multiply-adds vectorize. Positions j >= OW of each row are computed and dropped."""
     n, c_out, oh, ow = out.shape
-    flat = xp.shape[2]
-    length = oh * pitch
-    plen = (flat + sw - 1) // sw
-    phases = np.empty((sw, plen), dtype=np.int32)
+    hp, wp = xp.shape[2], xp.shape[3]
+    kh, kw = w.shape[1], w.shape[2]
+    hq, wq = (hp + sh_h - 1) // sh_h, (wp + sw - 1) // sw
+    plen = (hq + 1) * wq
+    length = oh * wq
+    phases = np.zeros((sh_h * sw, plen), dtype=np.int32)
     acc = np.empty(length, dtype=np.int32)
     row8 = np.empty(length, dtype=np.int8)
     zpi = np.int32(zp_in)
@@ -83,25 +88,46 @@ def _depthwise_rows(xp, w, offsets, bias, mult, zp_in, sw, pitch, scale, half, f
         last = -1
         for oc in range(c_out):
             ic = oc // mult
-            if ic != last:   # x - zp of this channel, by column phase
-                src = xp[i_n, ic]
-                for p in range(sw):
-                    for k in range(plen):
-                        at = p + sw * k
-                        phases[p, k] = np.int32(src[at]) - zpi if at < flat else 0
+            if ic != last:
+                for pr in range(sh_h):
+                    for pc in range(sw):
+                        plane = phases[pr * sw + pc]
+                        for a2 in range((hp - pr + sh_h - 1) // sh_h):   # rows a = a2·sh_h + pr < hp
+                            src = xp[i_n, ic, a2 * sh_h + pr]
+                            dst = plane[a2 * wq:(a2 + 1) * wq]
+                            cols = (wp - pc + sw - 1) // sw
+                            for b2 in range(cols):
+                                dst[b2] = np.int32(src[b2 * sw + pc]) - zpi
                 last = ic
-            b = np.int32(bias[oc])
+            bv = np.int32(bias[oc])
             for q in range(length):
-                acc[q] = b
-            for t in range(offsets.size):
-                wv = w[oc, t]
-                run = phases[offsets[t] % sw, offsets[t] // sw:offsets[t] // sw + length]
-                for q in range(length):
-                    acc[q] += wv * run[q]
+                acc[q] = bv
+            for ki in range(kh):
+                rr = ki * dh
+                for kj in range(kw):
+                    cc = kj * dw
+                    start = (rr // sh_h) * wq + cc // sw
+                    run = phases[(rr % sh_h) * sw + cc % sw, start:start + length]
+                    wv = w[oc, ki, kj]
+                    for q in range(length):
+                        acc[q] += wv * run[q]
             _requantize_row(acc, row8, scale[oc], half[oc], fast[oc], m[oc], r[oc], zp, lo, hi)
-            for i in range(oh):   # positions j >= ow of each row are dropped
+            for i in range(oh):
                 for j in range(ow):
-                    out[i_n, oc, i, j] = row8[i * pitch + j]
+                    out[i_n, oc, i, j] = row8[i * wq + j]
+
+
+def _quantize_f32(x, scale, zp, qmin, qmax, out):
+    """LiteRT QUANTIZE: ``clamp(rha(f32(x / f32(s))) + zp)``; False (nothing trusted) on a NaN."""
+    lo, hi = np.float64(qmin - zp - 1), np.float64(qmax - zp + 1)
+    for k in range(x.size):
+        y = x[k] / scale   # float32 / float32: rounded to float32, as LiteRT divides
+        if y != y:
+            return False
+        a = min(max(np.float64(y), lo), hi)
+        v = np.int64(math.copysign(math.floor(abs(a) + 0.5), a)) + zp   # exact for float32 values
+        out[k] = min(max(v, qmin), qmax)
+    return True
 
 
 def _gather(index, table, out):
@@ -120,6 +146,7 @@ if AVAILABLE:
     requantize_rows = _jit(_requantize_rows)
     depthwise_rows = _jit(_depthwise_rows)
     gather = _jit(_gather)
+    quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
 else:
-    requantize_rows = depthwise_rows = gather = gather_pairs = None
+    requantize_rows = depthwise_rows = gather = gather_pairs = quantize_f32 = None

@@ -159,19 +159,13 @@ def _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dila
 
 
 def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, hw_padded, out_hw_, mult, plan):
-    """The compiled path: the input padded with ``zp_in`` and flattened per channel (plus a tail
-    for the dropped columns of the last rows), taps as flat offsets, output row pitch as above."""
+    """The compiled path (``_jit.depthwise_rows``): int32 taps over stride phases, then requantization."""
     n, c_in = x.shape[:2]
     c_out, _, kh, kw = weight.shape
-    (hp, wp), (oh, ow) = hw_padded, out_hw_
     (sh_h, sh_w), (dh, dw) = strides, dilations
-    pitch = sh_h * wp // sh_w
-    offsets = np.array([i * dh * wp + j * dw for i in range(kh) for j in range(kw)], dtype=np.int64)
-    flat = max(hp * wp, int(offsets[-1]) + sh_w * (oh * pitch - 1) + 1)
-    xp = np.full((n, c_in, flat), zp_in, dtype=np.int8)
-    xp[:, :, :hp * wp].reshape(n, c_in, hp, wp)[:, :, pads[0]:pads[0] + x.shape[2], pads[1]:pads[1] + x.shape[3]] = x
-    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    out = np.empty((n, c_out, *out_hw_), dtype=np.int8)
     bias32 = np.zeros(c_out, np.int32) if b is None else b.astype(np.int32)
-    _jit.depthwise_rows(xp, np.ascontiguousarray(weight.reshape(c_out, kh * kw), dtype=np.int32), offsets, bias32,
-                        mult, zp_in, sh_w, pitch, *_jit.requant_params(*plan), zp_out, lo, hi, out)
+    _jit.depthwise_rows(np.ascontiguousarray(pad_hw(x, pads, zp_in)),
+                        np.ascontiguousarray(weight[:, 0], dtype=np.int32), bias32, mult, zp_in, sh_h, sh_w, dh, dw,
+                        *_jit.requant_params(*plan), zp_out, lo, hi, out)
     return out

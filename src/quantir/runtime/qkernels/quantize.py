@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from quantir.numerics import quantize_tflite, requantize_multiplier
+from quantir.runtime.qkernels import _jit
 from quantir.runtime.qkernels._common import (
     KernelParams,
     check_quantized,
@@ -42,7 +43,14 @@ def prepare_requantize(input_scale: float, output_scale: float) -> RequantizePar
 def quantize(x: Any, *, scale: Any, zero_point: Any, dtype: Any = np.int8, axis: int | None = None) -> np.ndarray:
     """Float -> ``dtype`` exactly as LiteRT's QUANTIZE (float32 division, ties away from zero)."""
     qmin, qmax = storage_limits(dtype, "quantize")
-    return quantize_tflite(np.asarray(x, dtype=np.float32), scale, zero_point, qmin, qmax, axis=axis).astype(dtype)
+    x = np.asarray(x, dtype=np.float32)
+    if _jit.AVAILABLE and axis is None and np.ndim(scale) == 0 and np.ndim(zero_point) == 0 and x.size \
+            and np.isfinite(scale) and scale > 0:
+        out = np.empty(x.shape, dtype=dtype)
+        if _jit.quantize_f32(np.ascontiguousarray(x).reshape(-1), np.float32(scale), int(zero_point), qmin, qmax,
+                             out.reshape(-1)):
+            return out
+    return quantize_tflite(x, scale, zero_point, qmin, qmax, axis=axis).astype(dtype)
 
 
 def requantize(q: np.ndarray, *, input_zero_point: int, output_zero_point: int, multiplier: int, shift: int,
