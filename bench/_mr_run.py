@@ -110,15 +110,39 @@ def ort_quantize_static(path: Path, input_name: str, calib: np.ndarray, method: 
     return out
 
 
-def nncf_quantize(path: Path, input_name: str, calib: np.ndarray) -> bytes:
+def nncf_quantize(path: Path, input_name: str, calib: np.ndarray) -> tuple[bytes, list[str]]:
+    """NNCF's quantized model and the warnings NNCF logged while making it (kept, not printed)."""
     os.environ.setdefault("NNCF_TELEMETRY_ENABLED", "0")
     import nncf
     import onnx
     model = onnx.load(str(path))
     dataset = nncf.Dataset([calib[i:i + 1] for i in range(len(calib))], lambda x: {input_name: x})
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _quiet_logs():
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _quiet_logs(), \
+            _collected("nncf") as notes:
         quantized = nncf.quantize(model, dataset, subset_size=len(calib))
-    return quantized.SerializeToString()
+    return quantized.SerializeToString(), notes
+
+
+class _Collector(logging.Handler):
+    def __init__(self, into: list[str]):
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() not in self.into:
+            self.into.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _collected(name: str):
+    """Warnings of logger ``name`` go into the yielded list instead of its own handlers."""
+    logger, notes = logging.getLogger(name), []
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [_Collector(notes)], False
+    try:
+        yield notes
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
 
 
 @contextlib.contextmanager

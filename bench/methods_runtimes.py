@@ -172,8 +172,8 @@ def peer_rows(case: D.Case, score: Scorer, tmp: Path) -> dict:
         except Exception as e:
             rows[f"ORT {method}"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     try:
-        model, seconds = timed(R.nncf_quantize, case.path, case.input_name, case.calib)
-        rows["NNCF"] = {"quantize_seconds": seconds, "runtimes": {
+        (model, notes), seconds = timed(R.nncf_quantize, case.path, case.input_name, case.calib)
+        rows["NNCF"] = {"quantize_seconds": seconds, "notes": notes, "runtimes": {
             "ort_qdq": measure_runtime(R.ort_runner(model, case.input_name), case, score)}}
     except Exception as e:
         rows["NNCF"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -237,6 +237,7 @@ def table_lines(name: str, res: dict, markdown: bool) -> list[str]:
                for c, r in row.get("runtimes", {}).items() if "error" in r]
     bad_ref = [f"{k}: {row['ref_check']}" for k, row in res["rows"].items()
                if "ref_check" in row and row["ref_check"].get("max_abs_diff", 1) != 0]
+    lines += [f"  {k}: {n}" for k, row in res["rows"].items() for n in row.get("notes", [])]
     lines += [f"  error {e}" for e in errors] + [f"  interpreter != LiteRT BUILTIN_REF: {b}" for b in bad_ref]
     return lines
 
