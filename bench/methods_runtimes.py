@@ -242,6 +242,34 @@ def table_lines(name: str, res: dict, markdown: bool) -> list[str]:
     return lines
 
 
+def summary_lines(models: dict, markdown: bool) -> list[str]:
+    """Per row and runtime, over the models measured: the mean and the worst difference from fp32
+    (points) and the mean output SQNR; a row missing on some model is summarised over the rest."""
+    measured = {k: v for k, v in models.items() if "rows" in v}
+    if not measured:
+        return []
+    names = list(dict.fromkeys(r for v in measured.values() for r in v["rows"]))
+    head = f"summary over {len(measured)} models ({', '.join(measured)}): mean / worst difference from fp32 " \
+           f"(points), mean output SQNR (dB)"
+    cells: dict = {}
+    for name in names:
+        for c in RUNTIMES:
+            got = [r for v in measured.values() if (r := v["rows"].get(name, {}).get("runtimes", {}).get(c))
+                   and "error" not in r]
+            if got:
+                d = [g["delta"] for g in got]
+                sq = [g["output_sqnr_db"] for g in got if np.isfinite(g["output_sqnr_db"])]
+                n = "" if len(got) == len(measured) else f" [{len(got)}]"
+                cells[name, c] = f"{np.mean(d):+.2f} / {min(d):+.2f} {np.mean(sq):4.1f} dB{n}"
+    if markdown:
+        lines = [head, "", "| method | " + " | ".join(RUNTIMES.values()) + " |", "|---|" + "---|" * len(RUNTIMES)]
+        lines += [f"| {n} | " + " | ".join(cells.get((n, c), "-") for c in RUNTIMES) + " |" for n in names]
+    else:
+        lines = [head, f"  {'method':18}" + "".join(f"{c:>30}" for c in RUNTIMES)]
+        lines += [f"  {n:18}" + "".join(f"{cells.get((n, c), '-'):>30}" for c in RUNTIMES) for n in names]
+    return lines
+
+
 def provenance() -> dict:
     def git(*a):
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -297,6 +325,7 @@ def main() -> int:
     for name, res in report["models"].items():
         if "rows" in res or "skipped" in res:
             print("\n".join(table_lines(name, res, markdown=False)))
+    print("\n".join(["", *summary_lines(report["models"], markdown=False)]))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=2))
     print(f"wrote {out_path}")
@@ -309,6 +338,7 @@ def main() -> int:
                 md += [""] + table_lines(name, res, markdown=True)
             elif "unavailable" in res:
                 md += ["", f"{name}: not measured ({res['unavailable']})"]
+        md += ["", *summary_lines(report["models"], markdown=True)]
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text("\n".join(md) + "\n")
         print(f"wrote {args.markdown}")
