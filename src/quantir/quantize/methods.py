@@ -150,6 +150,11 @@ class EntropyOptions:
       clipped to the data is one asymmetric grid of 255 steps, so a window ``[0, t)`` holds
       ``m · 2t / span`` levels — ``m`` for two-sided data, ``2m`` for one-signed data (ReLU,
       sigmoid, a [0, 1] gate), which TensorRT's fixed 128 levels would quantize twice too coarsely.
+      Atoms (bins far above their neighbours) are left out of P inside the window, as exact
+      zeros are, and count only where a window clips them. Windows whose KL is within the
+      estimate's sampling bias (``levels · (r - 1) / 2N``, Miller-Madow) of the minimum are not
+      told apart by the data; the ``abs`` search takes the widest of them (sparse histograms:
+      pooled features).
 
     The ``symmetric`` window keeps ``resolution=None`` by default: it is the port of ONNX
     Runtime's search, kept to compare with it (bench/entropy_vs_ort.py).
@@ -428,7 +433,8 @@ def _grid_levels(ends: np.ndarray, width: float, lo_v: float, hi_v: float, m: in
 def _entropy_abs_resampled(counts: np.ndarray, width: float, lo_v: float, hi_v: float, m: int,
                            resolution: int, keep_zero_bin: bool = False) -> int:
     """The end ``e`` of the best window ``[0, e)`` of an |x| histogram, P at ``resolution``
-    sub-bins per level and the grid's own level count. Among equal minima the widest wins.
+    sub-bins per level and the grid's own level count. Among minima equal within the sampling
+    bias of the KL estimate the widest wins.
     ``keep_zero_bin``: the bin ``[0, w)`` stays in P whole, spike or not (``exclude_zeros=False``)."""
     n = counts.size
     continuous, _ = _split_atoms(counts)
@@ -445,7 +451,12 @@ def _entropy_abs_resampled(counts: np.ndarray, width: float, lo_v: float, hi_v: 
                                           resolution, folded=counts)
     if not np.isfinite(kl).any():
         return n
-    return int(ends[ends.size - 1 - int(np.argmin(kl[::-1]))])
+    # KL from a histogram is biased upward by ~ (sub-bins - levels occupied) / 2N (Miller-Madow):
+    # windows closer to the minimum than that are not told apart by the data, and the widest of
+    # them clips nothing the calibration set could show to be noise (sparse tails: pooled features)
+    best = int(np.argmin(kl))
+    tolerance = levels[best] * (resolution - 1) / (2.0 * max(float(counts.sum()), 1.0))
+    return int(ends[np.flatnonzero(kl <= kl[best] + tolerance)[-1]])
 
 
 def _entropy_symmetric(counts: np.ndarray, zero_index: int, m: int, resolution=None) -> int:
