@@ -62,23 +62,31 @@ def float_plan(multiplier: Any, shift: Any, bound: Any, channels: int
 
 
 def requantize_exact_float(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, act_min: int,
-                           act_max: int, bound: np.ndarray) -> np.ndarray | None:
-    """int8 ``clamp(MBQM(acc, M[c], shift[c]) + zp)`` for float ``acc`` of shape ``[N, C, P]``.
+                           act_max: int, bound: np.ndarray, *, channel_major: bool = False) -> np.ndarray | None:
+    """int8 ``clamp(MBQM(acc, M[c], shift[c]) + zp)`` for float ``acc`` of shape ``[N, C, P]``
+    (``[C, N, P]`` with ``channel_major``, as a GEMM over a batch leaves it); the result is
+    ``[N, C, P]`` either way.
 
-    ``acc`` holds exact integers with ``|acc[:, c]| <= bound[c]`` (int64). Returns None when the
+    ``acc`` holds exact integers with ``|acc[c]| <= bound[c]`` (int64). Returns None when the
     parameters need the integer path for the whole layer (see :func:`float_plan`): the caller
     then requantizes as before, with its checks and errors.
     """
-    n, c, p = acc.shape
+    if channel_major:
+        c, n, p = acc.shape
+    else:
+        n, c, p = acc.shape
     plan = float_plan(multiplier, shift, bound, c)
     if plan is None:
         return None
     m, s, fast = plan
-    if _jit.AVAILABLE and acc.flags.c_contiguous:
+    if _jit.AVAILABLE:
         result = np.empty((n, c, p), dtype=np.int8)
-        _jit.requantize_rows(acc, *_jit.requant_params(m, s, fast), int(zero_point), int(act_min), int(act_max),
-                             result)
+        kernel = _jit.requantize_channel_major if channel_major else _jit.requantize_rows
+        kernel(np.ascontiguousarray(acc), *_jit.requant_params(m, s, fast), int(zero_point), int(act_min),
+               int(act_max), result)
         return result
+    if channel_major:
+        acc = acc.transpose(1, 0, 2)
     r = -s
     scale = np.where(fast, np.ldexp(m.astype(np.float64), (-31 - r).astype(np.int32)), 0.0)
     half = np.where(fast & (r >= 1), np.ldexp(1.0, (-(r + 1)).astype(np.int32)), 0.0)

@@ -30,7 +30,7 @@ except ImportError:  # optional: the numpy paths stay
 
 AVAILABLE = numba is not None
 
-__all__ = ["AVAILABLE", "requantize_rows", "depthwise_rows", "gather", "gather_pairs", "quantize_f32", "requant_params"]
+__all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last", "gather", "gather_pairs", "quantize_f32", "requant_params"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -60,10 +60,19 @@ def _requantize_row(src, dst, scale, half, fast, m, r, zp, lo, hi):
 
 
 def _requantize_rows(acc, scale, half, fast, m, r, zp, lo, hi, out):
+    """``acc`` [N, C, P] -> ``out`` [N, C, P] int8."""
     n, c, p = acc.shape
     for i in range(n):
         for ch in range(c):
             _requantize_row(acc[i, ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
+
+
+def _requantize_channel_major(acc, scale, half, fast, m, r, zp, lo, hi, out):
+    """``acc`` [C, N, P] (a GEMM over a batch) -> ``out`` [N, C, P] int8 (NCHW)."""
+    c, n, p = acc.shape
+    for ch in range(c):
+        for i in range(n):
+            _requantize_row(acc[ch, i], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
 
 
 def _depthwise_rows(xp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo, hi, out):
@@ -130,6 +139,39 @@ def _quantize_f32(x, scale, zp, qmin, qmax, out):
     return True
 
 
+def _depthwise_channels_last(xp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, zp, lo, hi, out):
+    """Depthwise with the channels innermost, for many channels on small images (every channel on
+    the float requantization path, depth multiplier 1): each image is transposed once to
+    ``[Hp, Wp, C]`` (minus ``zp_in``), then every tap of an output position is one multiply-add
+    over a contiguous channel vector. ``w``: [KH, KW, C] int32."""
+    n, c, oh, ow = out.shape
+    hp, wp = xp.shape[2], xp.shape[3]
+    kh, kw = w.shape[0], w.shape[1]
+    xt = np.empty((hp, wp, c), dtype=np.int32)
+    acc = np.empty(c, dtype=np.int32)
+    zpi = np.int32(zp_in)
+    off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
+    for i_n in range(n):
+        for ch in range(c):
+            for a in range(hp):
+                for b in range(wp):
+                    xt[a, b, ch] = np.int32(xp[i_n, ch, a, b]) - zpi
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    acc[ch] = bias[ch]
+                for ki in range(kh):
+                    for kj in range(kw):
+                        src = xt[i * sh_h + ki * dh, j * sw + kj * dw]
+                        wt = w[ki, kj]
+                        for ch in range(c):
+                            acc[ch] += wt[ch] * src[ch]
+                for ch in range(c):
+                    y = np.float64(acc[ch]) * scale[ch]
+                    y = y + math.copysign(half[ch], y) + off
+                    out[i_n, ch, i, j] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
+
+
 def _gather(index, table, out):
     for k in range(index.size):
         out[k] = table[index[k]]
@@ -144,9 +186,11 @@ if AVAILABLE:
     _jit = numba.njit(cache=True, nogil=True)
     _requantize_row = _jit(_requantize_row)
     requantize_rows = _jit(_requantize_rows)
+    requantize_channel_major = _jit(_requantize_channel_major)
     depthwise_rows = _jit(_depthwise_rows)
+    depthwise_channels_last = _jit(_depthwise_channels_last)
     gather = _jit(_gather)
     quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
 else:
-    requantize_rows = depthwise_rows = gather = gather_pairs = quantize_f32 = None
+    requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = gather = gather_pairs = quantize_f32 = None

@@ -140,6 +140,9 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
         wmat[:, :, k] = b.reshape(g, cg_out)
     pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads)
     out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    if g == 1:
+        return _conv2d_one_gemm(x, wmat[0], b is not None, ftype, zp_in, zp_out, big_m, sh, lo, hi, bound,
+                                (kh, kw), strides, pads, dilations, pointwise, out)
     for chunk in batch_chunks(n, (c_in * kh * kw + 2 * c_out) * p_out):
         nb = chunk.stop - chunk.start
         cols = np.empty((nb, g, kb, p_out), dtype=ftype)  # im2col, NCHW-native: [N, G, K(+1), OH·OW]
@@ -156,6 +159,36 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
         q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound)
         if q is None:
             q = requantize(acc.astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
+        out[chunk] = q.reshape(nb, c_out, oh, ow)
+    return out
+
+
+def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi, bound, kernel, strides, pads,
+                     dilations, pointwise, out):
+    """groups == 1: im2col laid out ``[K(+1), N, OH·OW]`` so that a chunk of images is ONE GEMM
+    (``W[C_out, K] @ cols``) rather than one small GEMM per image; requantization reads the
+    ``[C_out, N, P]`` result and writes NCHW."""
+    n, c_in = x.shape[:2]
+    c_out, kb = wmat.shape
+    k = kb - has_bias
+    kh, kw = kernel
+    _, _, oh, ow = out.shape
+    p_out = oh * ow
+    for chunk in batch_chunks(n, (k + 2 * c_out) * p_out, budget=1 << 20):   # few, large GEMMs
+        nb = chunk.stop - chunk.start
+        cols = np.empty((kb, nb, p_out), dtype=ftype)
+        if pointwise:
+            np.subtract(x[chunk].reshape(nb, c_in, p_out).transpose(1, 0, 2), ftype(zp_in), out=cols[:k])
+        else:
+            win = windows(pad_hw(x[chunk], pads, zp_in), kernel, strides, dilations, (oh, ow))  # [N, C, OH, OW, KH, KW]
+            np.subtract(win.transpose(1, 4, 5, 0, 2, 3), ftype(zp_in),        # [C, KH, KW, N, OH, OW]: a view
+                        out=cols[:k].reshape(c_in, kh, kw, nb, oh, ow))
+        if has_bias:
+            cols[k] = 1
+        acc = np.matmul(wmat, cols.reshape(kb, nb * p_out)).reshape(c_out, nb, p_out)   # exact integers
+        q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound, channel_major=True)
+        if q is None:
+            q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
         out[chunk] = q.reshape(nb, c_out, oh, ow)
     return out
 

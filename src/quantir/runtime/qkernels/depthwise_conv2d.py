@@ -39,6 +39,8 @@ from quantir.runtime.qkernels.padding import normalize_pads
 
 __all__ = ["depthwise_conv2d"]
 
+SMALL_IMAGE = 100   # output positions up to which the compiled loop runs channels-last (measured)
+
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, input_zero_point: int,
                      output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
@@ -165,7 +167,13 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
     (sh_h, sh_w), (dh, dw) = strides, dilations
     out = np.empty((n, c_out, *out_hw_), dtype=np.int8)
     bias32 = np.zeros(c_out, np.int32) if b is None else b.astype(np.int32)
-    _jit.depthwise_rows(np.ascontiguousarray(pad_hw(x, pads, zp_in)),
-                        np.ascontiguousarray(weight[:, 0], dtype=np.int32), bias32, mult, zp_in, sh_h, sh_w, dh, dw,
-                        *_jit.requant_params(*plan), zp_out, lo, hi, out)
+    scale, half, fast, _, _ = params = _jit.requant_params(*plan)
+    xp = np.ascontiguousarray(pad_hw(x, pads, zp_in))
+    if mult == 1 and fast.all() and out_hw_[0] * out_hw_[1] <= SMALL_IMAGE:
+        # Small images: a channel's loops are too short to vectorize; run over channels instead.
+        _jit.depthwise_channels_last(xp, np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=np.int32),
+                                     bias32, zp_in, sh_h, sh_w, dh, dw, scale, half, zp_out, lo, hi, out)
+        return out
+    _jit.depthwise_rows(xp, np.ascontiguousarray(weight[:, 0], dtype=np.int32), bias32, mult, zp_in, sh_h, sh_w,
+                        dh, dw, *params, zp_out, lo, hi, out)
     return out
