@@ -75,8 +75,16 @@ def _requantize_channel_major(acc, scale, half, fast, m, r, zp, lo, hi, out):
             _requantize_row(acc[ch, i], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
 
 
-def _depthwise_rows(xp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo, hi, out):
-    """``xp``: [N, C_in, Hp, Wp] int8 padded with ``zp_in``; ``w``: [C_out, KH, KW] int32.
+def _tap_run(phases, rr, cc, sh_h, sw, wq, length):
+    """The contiguous run of stride phase (rr % sh_h, cc % sw) that tap (rr, cc) reads."""
+    start = (rr // sh_h) * wq + cc // sw
+    return phases[(rr % sh_h) * sw + cc % sw, start:start + length]
+
+
+def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo,
+                    hi, out):
+    """``x``: [N, C_in, H, W] int8, read as if padded by ``top``/``left`` (to ``hp`` x ``wp``) with
+    ``zp_in`` (the padding holds x - zp_in = 0); ``w``: [C_out, KH, KW] int32.
 
     Each input channel is first split into its sh_h·sh_w stride phases (``x[a::sh_h, b::sw]``,
     minus ``zp_in``, rows of ``wq`` values, a zero row after): then tap (ki, kj) of output
@@ -84,7 +92,7 @@ def _depthwise_rows(xp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fas
     r = ki·dh, c = kj·dw, so every tap is one contiguous run over q = i·wq + j and the
     multiply-adds vectorize. Positions j >= OW of each row are computed and dropped."""
     n, c_out, oh, ow = out.shape
-    hp, wp = xp.shape[2], xp.shape[3]
+    h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[1], w.shape[2]
     hq, wq = (hp + sh_h - 1) // sh_h, (wp + sw - 1) // sw
     plen = (hq + 1) * wq
@@ -97,29 +105,42 @@ def _depthwise_rows(xp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fas
         last = -1
         for oc in range(c_out):
             ic = oc // mult
-            if ic != last:
+            if ic != last:   # only the image's positions: the padding stays 0 from the start
                 for pr in range(sh_h):
                     for pc in range(sw):
                         plane = phases[pr * sw + pc]
-                        for a2 in range((hp - pr + sh_h - 1) // sh_h):   # rows a = a2·sh_h + pr < hp
-                            src = xp[i_n, ic, a2 * sh_h + pr]
+                        b_lo = max(0, (left - pc + sw - 1) // sw)          # phase columns inside the image
+                        b_hi = min(wq, (wd + left - pc + sw - 1) // sw)
+                        for a2 in range(hq):
+                            a = a2 * sh_h + pr - top
+                            if a < 0 or a >= h:
+                                continue
+                            src = x[i_n, ic, a]
                             dst = plane[a2 * wq:(a2 + 1) * wq]
-                            cols = (wp - pc + sw - 1) // sw
-                            for b2 in range(cols):
-                                dst[b2] = np.int32(src[b2 * sw + pc]) - zpi
+                            for b2 in range(b_lo, b_hi):
+                                dst[b2] = np.int32(src[b2 * sw + pc - left]) - zpi
                 last = ic
             bv = np.int32(bias[oc])
             for q in range(length):
                 acc[q] = bv
             for ki in range(kh):
                 rr = ki * dh
-                for kj in range(kw):
-                    cc = kj * dw
-                    start = (rr // sh_h) * wq + cc // sw
-                    run = phases[(rr % sh_h) * sw + cc % sw, start:start + length]
-                    wv = w[oc, ki, kj]
-                    for q in range(length):
-                        acc[q] += wv * run[q]
+                kj = 0
+                while kj < kw:   # three taps of a kernel row per pass over the accumulators
+                    if kj + 3 <= kw:
+                        r0 = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)
+                        r1 = _tap_run(phases, rr, (kj + 1) * dw, sh_h, sw, wq, length)
+                        r2 = _tap_run(phases, rr, (kj + 2) * dw, sh_h, sw, wq, length)
+                        w0, w1, w2 = w[oc, ki, kj], w[oc, ki, kj + 1], w[oc, ki, kj + 2]
+                        for q in range(length):
+                            acc[q] += w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
+                        kj += 3
+                    else:
+                        run = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)
+                        wv = w[oc, ki, kj]
+                        for q in range(length):
+                            acc[q] += wv * run[q]
+                        kj += 1
             _requantize_row(acc, row8, scale[oc], half[oc], fast[oc], m[oc], r[oc], zp, lo, hi)
             for i in range(oh):
                 for j in range(ow):
@@ -139,23 +160,23 @@ def _quantize_f32(x, scale, zp, qmin, qmax, out):
     return True
 
 
-def _depthwise_channels_last(xp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, zp, lo, hi, out):
+def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, zp, lo, hi, out):
     """Depthwise with the channels innermost, for many channels on small images (every channel on
     the float requantization path, depth multiplier 1): each image is transposed once to
     ``[Hp, Wp, C]`` (minus ``zp_in``), then every tap of an output position is one multiply-add
     over a contiguous channel vector. ``w``: [KH, KW, C] int32."""
     n, c, oh, ow = out.shape
-    hp, wp = xp.shape[2], xp.shape[3]
+    h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[0], w.shape[1]
-    xt = np.empty((hp, wp, c), dtype=np.int32)
+    xt = np.zeros((hp, wp, c), dtype=np.int32)   # the padding stays 0 (x - zp_in there)
     acc = np.empty(c, dtype=np.int32)
     zpi = np.int32(zp_in)
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     for i_n in range(n):
         for ch in range(c):
-            for a in range(hp):
-                for b in range(wp):
-                    xt[a, b, ch] = np.int32(xp[i_n, ch, a, b]) - zpi
+            for a in range(h):
+                for b in range(wd):
+                    xt[a + top, b + left, ch] = np.int32(x[i_n, ch, a, b]) - zpi
         for i in range(oh):
             for j in range(ow):
                 for ch in range(c):
@@ -185,6 +206,7 @@ def _gather_pairs(a, b, table, out):
 if AVAILABLE:
     _jit = numba.njit(cache=True, nogil=True)
     _requantize_row = _jit(_requantize_row)
+    _tap_run = _jit(_tap_run)
     requantize_rows = _jit(_requantize_rows)
     requantize_channel_major = _jit(_requantize_channel_major)
     depthwise_rows = _jit(_depthwise_rows)

@@ -24,8 +24,10 @@ def pad_hw(x: np.ndarray, pads: Sequence[int], value) -> np.ndarray:
     top, left, bottom, right = pads
     if not any(pads):
         return x
-    width = [(0, 0)] * (x.ndim - 2) + [(top, bottom), (left, right)]
-    return np.pad(x, width, mode="constant", constant_values=value)
+    # np.pad is several times slower than filling and copying the interior
+    out = np.full((*x.shape[:-2], x.shape[-2] + top + bottom, x.shape[-1] + left + right), value, dtype=x.dtype)
+    out[..., top:top + x.shape[-2], left:left + x.shape[-1]] = x
+    return out
 
 
 def windows(xp: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
