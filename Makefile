@@ -17,14 +17,14 @@ FMNIST := /usr/share/datasets/fashion-mnist
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,oracle,data]'
+	$(PY) -m pip install --quiet -e '.[test,oracle,data,fast]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
 
 # make bench's extra peers (pyproject.toml [bench]: NNCF), installed into .venv beside the core pins.
 $(BSTAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,oracle,data,bench]'
+	$(PY) -m pip install --quiet -e '.[test,oracle,data,fast,bench]'
 	@touch $(BSTAMP)
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist (root installs it; tests that need it skip otherwise).
