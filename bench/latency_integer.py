@@ -120,7 +120,7 @@ def main() -> int:
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         sys.exit(f"latency_integer.py: unknown model(s) {unknown}; choose from {sorted(MODELS)}")
-    jit = "numba " + _jit.numba.__version__ if _jit.AVAILABLE else "off (numba not installed)"
+    jit = "numba " + _jit.numba.__version__ if _jit.AVAILABLE else "off (numba missing or QUANTIR_NO_JIT set)"
     print(f"1 thread; {args.rounds} rounds after {args.warmup} warm-up run(s); compiled loops: {jit}")
     print(f"  {'model':24s} {'batch':>5s} {'ORT fp32 ms':>12s} {'int ms':>9s} {'x ORT':>6s} {'float ms':>9s} "
           f"{'x ORT':>6s}")

@@ -14,8 +14,10 @@ One small module per op. Each op has
 Element-wise int8 -> int8 ops (RELU*, LEAKY_RELU, HARD_SWISH, requantizing QUANTIZE, and
 the two-input ADD, SUB, MUL) are functions of at most 256 x 256 input values: the kernels
 evaluate LiteRT's integer formula on every possible input once per call, then gather —
-the same integers, far fewer fixed-point passes over big tensors. Convolutions
-requantize in cache-sized blocks (see ``_common.requantize``).
+the same integers, far fewer fixed-point passes over big tensors. Convolutions take exact
+integer accumulators from float BLAS and requantize them with an exact float64 form of MBQM
+(``_fast_requant``); with numba installed (the ``fast`` extra) the hot loops are compiled
+(``_jit``), with the same results.
 
 Layout is NCHW (ONNX's, which the IR keeps): conv weights OIHW ``[C_out, C_in/groups,
 KH, KW]``, depthwise ``[C_out, 1, KH, KW]``, fully-connected ``[C_out, K]``. Padding is

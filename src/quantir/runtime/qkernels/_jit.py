@@ -7,8 +7,10 @@ convolution eighteen more. These loops do each in one pass and compute the very 
   :mod:`~quantir.runtime.qkernels._fast_requant` to channels marked fast (every operation exact,
   so no reassociation or FMA contraction can change a result; numba compiles without fastmath),
   and LiteRT's integer ``RDBPOT(SRDHM(acc, M), r)`` to the others;
-* :func:`depthwise_rows` is ``DepthwisePerChannel`` with an int32 accumulator (the caller has
-  bounded it below 2**31) followed by the same requantization;
+* :func:`depthwise_rows` / :func:`depthwise_channels_last` are ``DepthwisePerChannel`` with an
+  int32 accumulator (the caller has bounded it below 2**31) followed by the same
+  requantization: per channel over stride phases (large images), or channels innermost (small);
+* :func:`quantize_f32` is LiteRT's QUANTIZE (float32 division, ties away from zero);
 * :func:`gather` / :func:`gather_pairs` are the 256 / 256x256-entry table lookups.
 
 Without numba (``AVAILABLE`` is False) the callers keep their numpy paths, which give the same
@@ -30,7 +32,8 @@ except ImportError:  # optional: the numpy paths stay
 
 AVAILABLE = numba is not None
 
-__all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last", "gather", "gather_pairs", "quantize_f32", "requant_params"]
+__all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last",
+           "gather", "gather_pairs", "quantize_f32", "requant_params"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -215,4 +218,5 @@ if AVAILABLE:
     quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
 else:
-    requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = gather = gather_pairs = quantize_f32 = None
+    requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = None
+    gather = gather_pairs = quantize_f32 = None
