@@ -76,6 +76,8 @@ CONV_CASES = [  # (n, c_in, (H, W), c_out, (KH, KW), groups, strides, pads, dila
     (2, 4, (14, 14), 4, (3, 3), 4, (1, 1), (2, 2, 2, 2), (2, 2), True),     # dilation
     (2, 1, (10, 10), 6, (3, 3), 1, (2, 1), (1, 1, 1, 1), (1, 1), True),     # depth multiplier 6, strides (2, 1)
     (1, 3, (16, 16), 8, (3, 3), 1, (2, 2), (0, 0, 1, 1), (1, 1), True),     # a stem conv
+    (1, 8, (64, 70), 64, (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1), True),    # one GEMM per band of rows
+    (2, 16, (80, 80), 64, (1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1), True),   # pointwise, in bands
 ]
 
 

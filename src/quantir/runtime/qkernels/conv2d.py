@@ -165,32 +165,47 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
 
 def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi, bound, kernel, strides, pads,
                      dilations, pointwise, out):
-    """groups == 1: im2col laid out ``[K(+1), N, OH·OW]`` so that a chunk of images is ONE GEMM
-    (``W[C_out, K] @ cols``) rather than one small GEMM per image; requantization reads the
-    ``[C_out, N, P]`` result and writes NCHW."""
+    """groups == 1: im2col laid out ``[K(+1), N, rows·OW]`` so that a tile (several images, or a
+    band of output rows of one large image) is ONE GEMM (``W[C_out, K] @ cols``) whose result
+    still fits in cache when it is requantized (channel-major, straight into NCHW)."""
     n, c_in = x.shape[:2]
     c_out, kb = wmat.shape
     k = kb - has_bias
     kh, kw = kernel
     _, _, oh, ow = out.shape
-    p_out = oh * ow
-    for chunk in batch_chunks(n, (k + 2 * c_out) * p_out, budget=1 << 20):   # few, large GEMMs
+    per_row = (kb + 2 * c_out) * ow           # floats per output row: cols, result, requantization
+    if per_row * oh <= TILE:
+        images, rows = max(1, TILE // (per_row * oh)), oh
+    else:
+        images, rows = 1, max(1, TILE // per_row)
+    padded = None
+    for n0 in range(0, n, images):
+        chunk = slice(n0, min(n, n0 + images))
         nb = chunk.stop - chunk.start
-        cols = np.empty((kb, nb, p_out), dtype=ftype)
-        if pointwise:
-            np.subtract(x[chunk].reshape(nb, c_in, p_out).transpose(1, 0, 2), ftype(zp_in), out=cols[:k])
-        else:
-            win = windows(pad_hw(x[chunk], pads, zp_in), kernel, strides, dilations, (oh, ow))  # [N, C, OH, OW, KH, KW]
-            np.subtract(win.transpose(1, 4, 5, 0, 2, 3), ftype(zp_in),        # [C, KH, KW, N, OH, OW]: a view
-                        out=cols[:k].reshape(c_in, kh, kw, nb, oh, ow))
-        if has_bias:
-            cols[k] = 1
-        acc = np.matmul(wmat, cols.reshape(kb, nb * p_out)).reshape(c_out, nb, p_out)   # exact integers
-        q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound, channel_major=True)
-        if q is None:
-            q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
-        out[chunk] = q.reshape(nb, c_out, oh, ow)
+        if not pointwise:
+            # [N, C, OH, OW, KH, KW]
+            padded = windows(pad_hw(x[chunk], pads, zp_in), kernel, strides, dilations, (oh, ow))
+        for r0 in range(0, oh, rows):
+            r1 = min(oh, r0 + rows)
+            tile = (r1 - r0) * ow
+            cols = np.empty((kb, nb, tile), dtype=ftype)
+            if pointwise:
+                np.subtract(x[chunk, :, r0:r1].reshape(nb, c_in, tile).transpose(1, 0, 2), ftype(zp_in),
+                            out=cols[:k])
+            else:
+                np.subtract(padded[:, :, r0:r1].transpose(1, 4, 5, 0, 2, 3), ftype(zp_in),  # [C, KH, KW, N, rows, OW]
+                            out=cols[:k].reshape(c_in, kh, kw, nb, r1 - r0, ow))
+            if has_bias:
+                cols[k] = 1
+            acc = np.matmul(wmat, cols.reshape(kb, nb * tile)).reshape(c_out, nb, tile)   # exact integers
+            q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound, channel_major=True)
+            if q is None:
+                q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
+            out[chunk, :, r0:r1] = q.reshape(nb, c_out, r1 - r0, ow)
     return out
+
+
+TILE = 1 << 19   # floats per GEMM tile (cols + result + requantization): ~2 MiB, the size of L2
 
 
 def _conv2d_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, pads, dilations, groups, out_hw_, op):
