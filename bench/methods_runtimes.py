@@ -59,7 +59,7 @@ RESULTS = ROOT / "bench" / "results"
 def sizes(quick: bool) -> dict:
     """How many samples calibrate and evaluate each model (quick: fewer evaluation samples)."""
     if quick:
-        return {"fashion": (300, 2000), "photos": (32, 48), "light": (16, 24), "ocr": (200, 400), "pages": (64, 100)}
+        return {"fashion": (300, 2000), "photos": (32, 48), "light": (16, 24), "ocr": (100, 300), "pages": (32, 48)}
     return {"fashion": (300, None), "photos": (64, 200), "light": (16, 48), "ocr": (300, 1000), "pages": (128, 400)}
 
 
@@ -242,6 +242,17 @@ def table_lines(name: str, res: dict, markdown: bool) -> list[str]:
     return lines
 
 
+def skipped_lines(models: dict) -> list[str]:
+    """The models not measured, grouped by why."""
+    why: dict[str, list[str]] = {}
+    for name, res in models.items():
+        for key in ("skipped", "unavailable", "error"):
+            if key in res:
+                reason = res[key].strip().splitlines()[-1] if key == "error" else res[key]
+                why.setdefault(f"{key}: {reason}", []).append(name)
+    return [f"not measured: {', '.join(names)}: {reason}" for reason, names in why.items()]
+
+
 def summary_lines(models: dict, markdown: bool) -> list[str]:
     """Per row and runtime, over the models measured: the mean and the worst difference from fp32
     (points) and the mean output SQNR; a row missing on some model is summarised over the rest."""
@@ -323,8 +334,9 @@ def main() -> int:
     print(f"\nmeasured at {report['commit']}{' (src has uncommitted changes)' if report['src_uncommitted'] else ''}, "
           f"{report['date']}")
     for name, res in report["models"].items():
-        if "rows" in res or "skipped" in res:
+        if "rows" in res:
             print("\n".join(table_lines(name, res, markdown=False)))
+    print("\n".join(skipped_lines(report["models"])))
     print("\n".join(["", *summary_lines(report["models"], markdown=False)]))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=2))
@@ -334,10 +346,9 @@ def main() -> int:
               f"{' (with uncommitted changes in src/)' if report['src_uncommitted'] else ''}; cells: metric % "
               f"(difference from fp32 in points) and the output's SQNR against fp32."]
         for name, res in report["models"].items():
-            if "rows" in res or "skipped" in res:
+            if "rows" in res:
                 md += [""] + table_lines(name, res, markdown=True)
-            elif "unavailable" in res:
-                md += ["", f"{name}: not measured ({res['unavailable']})"]
+        md += [""] + skipped_lines(report["models"])
         md += ["", *summary_lines(report["models"], markdown=True)]
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text("\n".join(md) + "\n")
