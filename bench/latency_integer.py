@@ -14,7 +14,9 @@ images, batch 500) and EfficientNet-Lite0 (``.cache/models/efficientnet_lite0.on
 ``photos.calibration_crops(64)``, batch 32), default Config. Each engine gets ``--warmup`` untimed
 runs, then ``--rounds`` rounds in which every engine runs once, in turn; the table shows the median
 per engine and the median of the per-round ratios (the machine is shared: a ratio within a round
-is steadier than a time). Whether the compiled loops (numba) were on is printed and recorded.
+is steadier than a time). The process CPU time is recorded too, and its ratio printed: with every
+engine on one thread it leaves out the time the process waited for a core that other programs
+held. Whether the compiled loops (numba) were on is printed and recorded.
 
 Prints the table and writes bench/results/latency_integer.json.
 
@@ -95,17 +97,25 @@ def bench_model(name: str, rounds: int, warmup: int) -> dict:
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in engines}
+    cpu: dict[str, list[float]] = {k: [] for k in engines}
     for _ in range(rounds):
         for k, fn in engines.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             samples[k].append(time.perf_counter() - t0)
-    base = samples["ort_fp32"]
-    ratios = {k: statistics.median(t / b for t, b in zip(v, base)) for k, v in samples.items() if k != "ort_fp32"}
+            cpu[k].append(time.process_time() - c0)
+
+    def ratios_of(times):
+        base = times["ort_fp32"]
+        return {k: statistics.median(t / b for t, b in zip(v, base)) for k, v in times.items() if k != "ort_fp32"}
+
+    ratios, cpu_ratios = ratios_of(samples), ratios_of(cpu)
     return {
         "model": path.name, "batch": int(x.shape[0]), "input_shape": list(x.shape),
         "median_ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
         "ratio_to_ort_fp32": ratios, "samples_ms": {k: [t * 1e3 for t in v] for k, v in samples.items()},
+        "median_cpu_ms": {k: statistics.median(v) * 1e3 for k, v in cpu.items()},
+        "cpu_ratio_to_ort_fp32": cpu_ratios,
         "quantize_s": quantize_s, "meets_target": ratios["quantir_int"] <= TARGET_RATIO,
     }
 
@@ -123,14 +133,15 @@ def main() -> int:
     jit = "numba " + _jit.numba.__version__ if _jit.AVAILABLE else "off (numba missing or QUANTIR_NO_JIT set)"
     print(f"1 thread; {args.rounds} rounds after {args.warmup} warm-up run(s); compiled loops: {jit}")
     print(f"  {'model':24s} {'batch':>5s} {'ORT fp32 ms':>12s} {'int ms':>9s} {'x ORT':>6s} {'float ms':>9s} "
-          f"{'x ORT':>6s}")
+          f"{'x ORT':>6s} {'int x ORT (CPU time)':>21s}")
     rows = []
     for name in names:
         row = bench_model(name, args.rounds, args.warmup)
         rows.append(row)
         ms, ratio = row["median_ms"], row["ratio_to_ort_fp32"]
         print(f"  {row['model']:24s} {row['batch']:5d} {ms['ort_fp32']:12.1f} {ms['quantir_int']:9.1f} "
-              f"{ratio['quantir_int']:6.2f} {ms['quantir_float']:9.1f} {ratio['quantir_float']:6.2f}", flush=True)
+              f"{ratio['quantir_int']:6.2f} {ms['quantir_float']:9.1f} {ratio['quantir_float']:6.2f} "
+              f"{row['cpu_ratio_to_ort_fp32']['quantir_int']:21.2f}", flush=True)
     result = {
         "target_int_ratio": TARGET_RATIO, "threads": 1, "rounds": args.rounds, "warmup": args.warmup,
         "compiled_loops": jit, "models": rows,

@@ -120,8 +120,12 @@ def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw
                                 continue
                             src = x[i_n, ic, a]
                             dst = plane[a2 * wq:(a2 + 1) * wq]
-                            for b2 in range(b_lo, b_hi):
-                                dst[b2] = np.int32(src[b2 * sw + pc - left]) - zpi
+                            if sw == 1:   # unit stride: a loop the compiler vectorizes
+                                for b in range(wd):
+                                    dst[b + left] = np.int32(src[b]) - zpi
+                            else:
+                                for b2 in range(b_lo, b_hi):
+                                    dst[b2] = np.int32(src[b2 * sw + pc - left]) - zpi
                 last = ic
             bv = np.int32(bias[oc])
             for q in range(length):
