@@ -180,10 +180,12 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
     zpi = np.int32(zp_in)
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     for i_n in range(n):
-        for ch in range(c):
-            for a in range(h):
-                for b in range(wd):
-                    xt[a + top, b + left, ch] = np.int32(x[i_n, ch, a, b]) - zpi
+        image = x[i_n]
+        for a in range(h):   # channel innermost on the write side: the image itself sits in L1
+            for b in range(wd):
+                dst = xt[a + top, b + left]
+                for ch in range(c):
+                    dst[ch] = np.int32(image[ch, a, b]) - zpi
         for i in range(oh):
             for j in range(ow):
                 for ch in range(c):

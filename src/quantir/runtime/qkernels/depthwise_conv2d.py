@@ -39,7 +39,7 @@ from quantir.runtime.qkernels.padding import normalize_pads
 
 __all__ = ["depthwise_conv2d"]
 
-SMALL_IMAGE = 100   # output positions up to which the compiled loop runs channels-last (measured)
+SMALL_IMAGE = 1024   # output positions up to which the compiled loop runs channels-last (measured)
 
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, input_zero_point: int,
