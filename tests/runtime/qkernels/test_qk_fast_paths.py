@@ -142,3 +142,23 @@ def test_byte_indexed_gathers_match_fancy_indexing(size):
     assert np.array_equal(pair_table_lookup(a, b, pairs), pairs[a.astype(np.int64) + 128, b.astype(np.int64) + 128])
     a2, b2 = a[:16].reshape(4, 1, 4), b[:12].reshape(3, 4)        # broadcasting
     assert np.array_equal(pair_table_lookup(a2, b2, pairs), pairs[a2.astype(np.int64) + 128, b2.astype(np.int64) + 128])
+
+
+@pytest.mark.parametrize("hw", [(6, 6), (40, 40)])   # channels-last (small image) and per-channel loops
+def test_depthwise_with_channels_that_need_the_integer_requantization(hw):
+    # A dead channel's tiny multiplier (shift -27) and a flushed one (M = 0) beside ordinary ones.
+    rng = np.random.default_rng(11)
+    c = 6
+    x = rng.integers(-128, 128, size=(2, c, *hw)).astype(np.int8)
+    w = rng.integers(-127, 128, size=(c, 1, 3, 3)).astype(np.int8)
+    b = rng.integers(-(1 << 20), 1 << 20, size=c).astype(np.int32)
+    m = np.array([1 << 30, 1500000000, 0, 2000000000, 1200000000, (1 << 31) - 1])
+    s = np.array([-27, -6, 0, -9, -21, -1])
+    got = qk.depthwise_conv2d(x, w, b, input_zero_point=4, output_zero_point=-2, multiplier=m, shift=s,
+                              pads=(1, 1, 1, 1))
+    xz = np.pad(x.astype(np.int64) - 4, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    acc = np.zeros(got.shape, np.int64) + b.astype(np.int64)[:, None, None]
+    for ki in range(3):
+        for kj in range(3):
+            acc += xz[:, :, ki:ki + hw[0], kj:kj + hw[1]] * w[:, 0, ki, kj].astype(np.int64)[:, None, None]
+    assert np.array_equal(got, requantize(acc, m, s, -2, -128, 127, channel_axis=1))

@@ -35,7 +35,7 @@ import numpy as np
 from quantir.runtime.qkernels import _jit
 from quantir.runtime.qkernels._common import INT32_MAX, requantize
 
-__all__ = ["requantize_exact_float", "float_plan"]
+__all__ = ["requantize_exact_float", "float_plan", "ExactFloatRequantizer"]
 
 _EXACT = 1 << 53
 TILE = 1 << 15  # float64 elements per pass: two buffers of 256 KiB stay in L2
@@ -59,6 +59,31 @@ def float_plan(multiplier: Any, shift: Any, bound: Any, channels: int
             or bound.max() > INT32_MAX:
         return None
     return m, s, _fast_channels(m, -s, bound)
+
+
+class ExactFloatRequantizer:
+    """:func:`requantize_exact_float` with its per-channel plan made once, for a kernel that
+    requantizes many tiles of one layer (the plan costs more than a small tile)."""
+
+    def __init__(self, multiplier: Any, shift: Any, zero_point: int, act_min: int, act_max: int, bound: Any,
+                 channels: int):
+        self.channels, self.zero_point, self.act_min, self.act_max = channels, int(zero_point), int(act_min), \
+            int(act_max)
+        self.multiplier, self.shift, self.bound = multiplier, shift, bound
+        self.plan = float_plan(multiplier, shift, bound, channels)
+        self.params = _jit.requant_params(*self.plan) if self.plan is not None and _jit.AVAILABLE else None
+
+    def __call__(self, acc: np.ndarray, *, channel_major: bool = False) -> np.ndarray | None:
+        if self.plan is None:
+            return None
+        if self.params is None:
+            return requantize_exact_float(acc, self.multiplier, self.shift, self.zero_point, self.act_min,
+                                          self.act_max, self.bound, channel_major=channel_major)
+        c, n, p = acc.shape if channel_major else (acc.shape[1], acc.shape[0], acc.shape[2])
+        result = np.empty((n, c, p), dtype=np.int8)
+        kernel = _jit.requantize_channel_major if channel_major else _jit.requantize_rows
+        kernel(np.ascontiguousarray(acc), *self.params, self.zero_point, self.act_min, self.act_max, result)
+        return result
 
 
 def requantize_exact_float(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, act_min: int,

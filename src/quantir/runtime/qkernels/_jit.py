@@ -167,11 +167,13 @@ def _quantize_f32(x, scale, zp, qmin, qmax, out):
     return True
 
 
-def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, zp, lo, hi, out):
-    """Depthwise with the channels innermost, for many channels on small images (every channel on
-    the float requantization path, depth multiplier 1): each image is transposed once to
-    ``[Hp, Wp, C]`` (minus ``zp_in``), then every tap of an output position is one multiply-add
-    over a contiguous channel vector. ``w``: [KH, KW, C] int32."""
+def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp,
+                             lo, hi, out):
+    """Depthwise with the channels innermost, for many channels on small images (depth multiplier
+    1): each image is transposed once to ``[Hp, Wp, C]`` (minus ``zp_in``), then every tap of an
+    output position is one multiply-add over a contiguous channel vector. ``w``: [KH, KW, C]
+    int32. The float requantization runs over all channels; the few that need LiteRT's integer
+    one are redone after it."""
     n, c, oh, ow = out.shape
     h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[0], w.shape[1]
@@ -179,6 +181,7 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
     acc = np.empty(c, dtype=np.int32)
     zpi = np.int32(zp_in)
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
+    slow = np.flatnonzero(~fast)
     for i_n in range(n):
         image = x[i_n]
         for a in range(h):   # channel innermost on the write side: the image itself sits in L1
@@ -200,6 +203,10 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
                     y = np.float64(acc[ch]) * scale[ch]
                     y = y + math.copysign(half[ch], y) + off
                     out[i_n, ch, i, j] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
+                for t in range(slow.size):
+                    ch = slow[t]
+                    _requantize_row(acc[ch:ch + 1], out[i_n, ch, i, j:j + 1], 0.0, 0.0, False, m[ch], r[ch], zp,
+                                    lo, hi)
 
 
 def _gather(index, table, out):

@@ -44,7 +44,7 @@ from quantir.runtime.qkernels._common import (
     quantize_channel_multipliers,
     requantize,
 )
-from quantir.runtime.qkernels._fast_requant import requantize_exact_float
+from quantir.runtime.qkernels._fast_requant import ExactFloatRequantizer, requantize_exact_float
 from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
 from quantir.runtime.qkernels.padding import normalize_pads
 
@@ -179,6 +179,7 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
     else:
         images, rows = 1, max(1, TILE // per_row)
     padded = None
+    requantizer = ExactFloatRequantizer(big_m, sh, zp_out, lo, hi, bound, c_out)
     for n0 in range(0, n, images):
         chunk = slice(n0, min(n, n0 + images))
         nb = chunk.stop - chunk.start
@@ -198,7 +199,7 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
             if has_bias:
                 cols[k] = 1
             acc = np.matmul(wmat, cols.reshape(kb, nb * tile)).reshape(c_out, nb, tile)   # exact integers
-            q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound, channel_major=True)
+            q = requantizer(acc, channel_major=True)
             if q is None:
                 q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
             out[chunk, :, r0:r1] = q.reshape(nb, c_out, r1 - r0, ow)

@@ -167,13 +167,13 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
     (sh_h, sh_w), (dh, dw) = strides, dilations
     out = np.empty((n, c_out, *out_hw_), dtype=np.int8)
     bias32 = np.zeros(c_out, np.int32) if b is None else b.astype(np.int32)
-    scale, half, fast, _, _ = params = _jit.requant_params(*plan)
+    params = _jit.requant_params(*plan)
     xc, (hp, wp) = np.ascontiguousarray(x), hw_padded
-    if mult == 1 and fast.all() and out_hw_[0] * out_hw_[1] <= SMALL_IMAGE:
+    if mult == 1 and out_hw_[0] * out_hw_[1] <= SMALL_IMAGE:
         # Small images: a channel's loops are too short to vectorize; run over channels instead.
         _jit.depthwise_channels_last(xc, pads[0], pads[1], hp, wp,
                                      np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=np.int32),
-                                     bias32, zp_in, sh_h, sh_w, dh, dw, scale, half, zp_out, lo, hi, out)
+                                     bias32, zp_in, sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, out)
         return out
     _jit.depthwise_rows(xc, pads[0], pads[1], hp, wp, np.ascontiguousarray(weight[:, 0], dtype=np.int32), bias32,
                         mult, zp_in, sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, out)
