@@ -182,6 +182,20 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
     zpi = np.int32(zp_in)
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     slow = np.flatnonzero(~fast)
+    # Unit column stride: a row of outputs is ONE run of OW·C accumulators per tap (weights and
+    # requantization constants tiled OW times), a longer loop than C.
+    wrep = np.empty((kh, kw, ow * c), dtype=np.int32)
+    brep = np.empty(ow * c, dtype=np.int32)
+    srep = np.empty(ow * c, dtype=np.float64)
+    hrep = np.empty(ow * c, dtype=np.float64)
+    for j in range(ow):
+        for ch in range(c):
+            brep[j * c + ch], srep[j * c + ch], hrep[j * c + ch] = bias[ch], scale[ch], half[ch]
+            for ki in range(kh):
+                for kj in range(kw):
+                    wrep[ki, kj, j * c + ch] = w[ki, kj, ch]
+    accrow = np.empty(ow * c, dtype=np.int32)
+    row8 = np.empty(ow * c, dtype=np.int8)
     for i_n in range(n):
         image = x[i_n]
         for a in range(h):   # channel innermost on the write side: the image itself sits in L1
@@ -189,6 +203,10 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
                 dst = xt[a + top, b + left]
                 for ch in range(c):
                     dst[ch] = np.int32(image[ch, a, b]) - zpi
+        if sw == 1:
+            _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp, lo, hi, accrow, row8, i_n,
+                                out)
+            continue
         for i in range(oh):
             for j in range(ow):
                 for ch in range(c):
@@ -209,6 +227,35 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
                                     lo, hi)
 
 
+def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp, lo, hi, accrow, row8, i_n, out):
+    """One image of :func:`_depthwise_channels_last` with unit column stride."""
+    _, c, oh, ow = out.shape
+    kh, kw, width = wrep.shape
+    off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
+    for i in range(oh):
+        for q in range(width):
+            accrow[q] = brep[q]
+        for ki in range(kh):
+            flat = xt[i * sh_h + ki * dh].ravel()
+            for kj in range(kw):
+                src = flat[kj * dw * c:kj * dw * c + width]
+                wv = wrep[ki, kj]
+                for q in range(width):
+                    accrow[q] += wv[q] * src[q]
+        for q in range(width):
+            y = np.float64(accrow[q]) * srep[q]
+            y = y + math.copysign(hrep[q], y) + off
+            row8[q] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
+        for t in range(slow.size):
+            ch = slow[t]
+            for j in range(ow):
+                _requantize_row(accrow[j * c + ch:j * c + ch + 1], row8[j * c + ch:j * c + ch + 1], 0.0, 0.0, False,
+                                m[ch], r[ch], zp, lo, hi)
+        for j in range(ow):
+            for ch in range(c):
+                out[i_n, ch, i, j] = row8[j * c + ch]
+
+
 def _gather(index, table, out):
     for k in range(index.size):
         out[k] = table[index[k]]
@@ -226,6 +273,7 @@ if AVAILABLE:
     requantize_rows = _jit(_requantize_rows)
     requantize_channel_major = _jit(_requantize_channel_major)
     depthwise_rows = _jit(_depthwise_rows)
+    _channels_last_rows = _jit(_channels_last_rows)
     depthwise_channels_last = _jit(_depthwise_channels_last)
     gather = _jit(_gather)
     quantize_f32 = _jit(_quantize_f32)
