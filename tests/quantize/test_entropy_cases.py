@@ -141,6 +141,16 @@ def test_sparse_tail_is_kept_when_the_data_cannot_tell_windows_apart(seed):
     assert (rmin, rmax) == (0.0, float(np.float32(x.max())))
 
 
+def test_data_offset_from_zero_is_not_cut_at_its_minimum():
+    """All values in [0.21, 0.49], three quarters of them packed just above 0.21 (DenseNet's
+    ``r21``): windows [0, t) below the median fold most of P into one sub-bin, Q's normalization
+    matches it, and KL drops to ~0 at t = 0.2102 (what the search chose without the guard)."""
+    rng = np.random.default_rng(9)
+    x = np.concatenate([0.21 + 0.002 * rng.random(3 * N // 4), 0.21 + 0.28 * rng.random(N // 4)])
+    ok, why = _keeps_what_matters(x, EntropyOptions())
+    assert ok, why
+
+
 def test_only_atoms_keep_the_full_range():
     x = np.repeat(np.array([0.0, 0.25, 1.5, 3.0]), N // 4)
     assert compute_range(EntropyOptions(), _observe(x)) == (0.0, 3.0)

@@ -442,7 +442,12 @@ def _entropy_abs_resampled(counts: np.ndarray, width: float, lo_v: float, hi_v: 
         continuous[0] = counts[0]
     if continuous.sum() <= 0:  # only atoms: every window resolves them alike, so keep them all
         return n
-    ends = np.arange(min(m, n), n + 1)
+    # A window must keep at least half the values: below the median the fold puts most of P into
+    # one sub-bin, Q's normalization blows the window's remnant up to match it, and KL degenerates
+    # (data offset from zero, [0.21, 0.49], was cut at its minimum)
+    cum = np.cumsum(counts)
+    first = max(min(m, n), int(np.searchsorted(cum, 0.5 * cum[-1], side="left")) + 1)
+    ends = np.arange(min(first, n), n + 1)
     levels = _grid_levels(ends, width, lo_v, hi_v, m)
     kl = np.full(ends.size, np.inf)
     for k in np.unique(levels):  # one vectorized call per level count (few distinct values)
