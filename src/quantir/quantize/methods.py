@@ -154,7 +154,8 @@ class EntropyOptions:
       zeros are, and count only where a window clips them. Windows whose KL is within the
       estimate's sampling bias (``levels · (r - 1) / 2N``, Miller-Madow) of the minimum are not
       told apart by the data; the ``abs`` search takes the widest of them (sparse histograms:
-      pooled features).
+      pooled features), and only among windows that keep at least half the values (below the
+      median, TensorRT's fold turns P into one spike and KL degenerates).
 
     The ``symmetric`` window keeps ``resolution=None`` by default: it is the port of ONNX
     Runtime's search, kept to compare with it (bench/entropy_vs_ort.py).
