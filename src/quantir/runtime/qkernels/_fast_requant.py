@@ -73,14 +73,19 @@ class ExactFloatRequantizer:
         self.plan = float_plan(multiplier, shift, bound, channels)
         self.params = _jit.requant_params(*self.plan) if self.plan is not None and _jit.AVAILABLE else None
 
-    def __call__(self, acc: np.ndarray, *, channel_major: bool = False) -> np.ndarray | None:
+    def __call__(self, acc: np.ndarray, *, channel_major: bool = False, out: np.ndarray | None = None
+                 ) -> np.ndarray | None:
+        """The int8 ``[N, C, P]`` result, written into ``out`` when given (C-contiguous, that shape)."""
         if self.plan is None:
             return None
         if self.params is None:
-            return requantize_exact_float(acc, self.multiplier, self.shift, self.zero_point, self.act_min,
-                                          self.act_max, self.bound, channel_major=channel_major)
+            result = requantize_exact_float(acc, self.multiplier, self.shift, self.zero_point, self.act_min,
+                                            self.act_max, self.bound, channel_major=channel_major)
+            if out is not None:
+                out[...] = result
+            return result
         c, n, p = acc.shape if channel_major else (acc.shape[1], acc.shape[0], acc.shape[2])
-        result = np.empty((n, c, p), dtype=np.int8)
+        result = np.empty((n, c, p), dtype=np.int8) if out is None else out
         kernel = _jit.requantize_channel_major if channel_major else _jit.requantize_rows
         kernel(np.ascontiguousarray(acc), *self.params, self.zero_point, self.act_min, self.act_max, result)
         return result

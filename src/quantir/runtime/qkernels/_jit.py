@@ -33,7 +33,7 @@ except ImportError:  # optional: the numpy paths stay
 AVAILABLE = numba is not None
 
 __all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last",
-           "gather", "gather_pairs", "quantize_f32", "requant_params"]
+           "gather", "gather_pairs", "quantize_f32", "pointwise_cols", "requant_params"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -256,6 +256,22 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp
                 out[i_n, ch, i, j] = row8[j * c + ch]
 
 
+def _pointwise_cols(x, zp_in, cols):
+    """im2col of a 1x1 convolution: ``cols[k, n, p] = x[n, k, p] - zp_in`` (``cols`` may have one
+    more row, the bias's ones, which this also writes)."""
+    n, k, p = x.shape
+    zpf = cols.dtype.type(zp_in)
+    for i in range(n):
+        for kk in range(k):
+            src, dst = x[i, kk], cols[kk, i]
+            for q in range(p):
+                dst[q] = cols.dtype.type(src[q]) - zpf
+    for kk in range(k, cols.shape[0]):
+        for i in range(n):
+            for q in range(p):
+                cols[kk, i, q] = 1
+
+
 def _gather(index, table, out):
     for k in range(index.size):
         out[k] = table[index[k]]
@@ -276,8 +292,9 @@ if AVAILABLE:
     _channels_last_rows = _jit(_channels_last_rows)
     depthwise_channels_last = _jit(_depthwise_channels_last)
     gather = _jit(_gather)
+    pointwise_cols = _jit(_pointwise_cols)
     quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
 else:
     requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = None
-    gather = gather_pairs = quantize_f32 = None
+    gather = gather_pairs = quantize_f32 = pointwise_cols = None

@@ -44,6 +44,7 @@ from quantir.runtime.qkernels._common import (
     quantize_channel_multipliers,
     requantize,
 )
+from quantir.runtime.qkernels import _jit
 from quantir.runtime.qkernels._fast_requant import ExactFloatRequantizer, requantize_exact_float
 from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
 from quantir.runtime.qkernels.padding import normalize_pads
@@ -190,7 +191,9 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
             r1 = min(oh, r0 + rows)
             tile = (r1 - r0) * ow
             cols = np.empty((kb, nb, tile), dtype=ftype)
-            if pointwise:
+            if pointwise and _jit.AVAILABLE and rows == oh:
+                _jit.pointwise_cols(x[chunk].reshape(nb, c_in, tile), zp_in, cols)
+            elif pointwise:
                 np.subtract(x[chunk, :, r0:r1].reshape(nb, c_in, tile).transpose(1, 0, 2), ftype(zp_in),
                             out=cols[:k])
             else:
@@ -199,6 +202,9 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
             if has_bias:
                 cols[k] = 1
             acc = np.matmul(wmat, cols.reshape(kb, nb * tile)).reshape(c_out, nb, tile)   # exact integers
+            if rows == oh:   # whole images: requantize straight into the output
+                if requantizer(acc, channel_major=True, out=out[chunk].reshape(nb, c_out, tile)) is not None:
+                    continue
             q = requantizer(acc, channel_major=True)
             if q is None:
                 q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
