@@ -257,6 +257,10 @@ def measure(case: D.Case, args) -> dict:
     if args.accuracy:
         fp32 = fp32_outputs(case)
         out["fp32_top1"] = float((fp32.argmax(1) == case.labels).mean()) if case.labels is not None else None
+        # constant-weight models (light_*) may give one class whatever the input: agreement is then moot
+        out["fp32_distinct_classes"] = int(np.unique(fp32.reshape(len(fp32), -1).argmax(1)).size)
+        if out["fp32_distinct_classes"] == 1:
+            print("  fp32 predicts one class for every sample: agreement says nothing here")
         out["accuracy"] = {}
         for key, opts in METHODS.items():
             out["accuracy"][key] = accuracy(case, opts, fp32)
