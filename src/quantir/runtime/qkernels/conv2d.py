@@ -9,14 +9,16 @@ Layout is NCHW with OIHW weights ``[C_out, C_in / groups, KH, KW]``; weight zero
 are 0 (LiteRT requires it). Padding is explicit; padding the input with ``zp_in``
 reproduces LiteRT's skipped out-of-image taps exactly.
 
-The sum is computed as im2col (``sliding_window_view`` on the ``zp_in``-padded input,
-laid out ``[N, K, OH·OW]`` so the product ``W[C_out, K] @ cols`` is already NCHW) times
-the weight matrix in float BLAS. Every product and partial sum is an integer of magnitude
-at most ``K·255·max|w|``, so the result is exact whatever the summation order: in float32
-when that bound is below 2**24, otherwise in float64 (§6). The accumulator is checked
-against int32 only when a static bound (``K·255·max|w| + max|bias|``) does not already
-rule overflow out. The batch is processed in chunks to bound memory. A grouped convolution with one input channel per
-group (depthwise) is handed to :func:`~quantir.runtime.qkernels.depthwise_conv2d.depthwise_conv2d`.
+The sum is computed as im2col (``sliding_window_view`` on the ``zp_in``-padded input) times
+the weight matrix in float BLAS, the bias riding along as a row of ones. Every product and
+partial sum is an integer of magnitude at most ``max|x - zp_in|·Σ|w[c]| + |bias[c]|``, so
+the result is exact whatever the summation order: in float32 when that bound is below 2**24,
+otherwise in float64 (§6). With one group, a tile of several images (or a band of output
+rows) is one GEMM ``W[C_out, K] @ cols[K, N·P]``, small enough for its result to be
+requantized in cache by the exact float64 MBQM of ``_fast_requant``. Layers whose int32
+accumulator may overflow (``255·Σ|w[c]| + |bias[c]|`` past int32) take the int64 path that
+checks every value. A grouped convolution with one input channel per group (depthwise) is
+handed to :func:`~quantir.runtime.qkernels.depthwise_conv2d.depthwise_conv2d`.
 """
 from __future__ import annotations
 

@@ -8,10 +8,16 @@ NCHW input ``[N, C_in, H, W]``, weights ``[C_out, 1, KH, KW]`` with
     acc = Σ_taps w[oc, kh, kw] · (x[ic] - zp_in) + bias[oc]
     out = clamp(MBQM(acc, M[oc], shift[oc]) + zp_out, act_min, act_max)
 
-Computed as a loop over the KH·KW taps, each a whole-tensor multiply-accumulate in int32
-(|x - zp| ≤ 255, |w| ≤ 128: exact unless ``K·255·max|w| + max|bias|`` exceeds int32, in
-which case it runs in int64 and the values are checked against LiteRT's int32 range). The
-parameters come from :func:`~quantir.runtime.qkernels.conv2d.prepare_conv2d`.
+The parameters come from :func:`~quantir.runtime.qkernels.conv2d.prepare_conv2d`. Three
+paths, the same integers:
+
+* when ``K·255·max|w| + max|bias|`` may exceed int32: integer taps in int64, every value
+  checked against LiteRT's int32 range (``_depthwise_int``);
+* with numba: compiled int32 taps and requantization (``_jit``): per channel over stride
+  phases on large images, channels innermost on small ones (``SMALL_IMAGE``);
+* otherwise numpy: float taps over the flattened batch (exact: every partial sum is an
+  integer below the per-channel bound ``max|x - zp|·Σ|w[c]| + |bias[c]|``, float32 below
+  2**24), then the exact float64 requantization of ``_fast_requant``.
 """
 from __future__ import annotations
 
