@@ -85,6 +85,9 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
     if plan is not None:   # compiled loops: int32 taps, then the requantization
         return _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, (hp, wp), (oh, ow),
                               mult, plan)
+    if sh_w > 1:   # the flattened taps below would compute every other column for nothing (measured slower)
+        return _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dilations, pads, (oh, ow),
+                              mult, overflow_possible, op)
     # Taps over the flattened batch. Each channel's padded image sits in a slot of ``span`` floats
     # (zeros after it), slots follow each other without gaps, and output (i, j) of a channel is
     # computed at slot position q = i·pitch + j from flat input sw·q + offset(tap). So each tap is
@@ -142,6 +145,8 @@ def _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dila
     oh, ow = out_hw_
     (sh_h, sh_w), (dh, dw) = strides, dilations
     acc_dtype = np.int64 if overflow_possible else np.int32
+    # without overflow, |acc[c]| <= 255·Σ|w[c]| + |bias[c]| < 2**31: the float64 requantization applies
+    bound = 255 * np.abs(weight.reshape(c_out, -1).astype(np.int64)).sum(axis=1) + (0 if b is None else np.abs(b))
     w = weight.reshape(c_out, kh, kw).astype(acc_dtype)
     bias_view = None if b is None else b.astype(acc_dtype).reshape(c_out, 1, 1)
     hp, wp = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
@@ -162,7 +167,11 @@ def _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dila
                 acc += tmp
         if overflow_possible:
             check_accumulator(acc, op)
-        out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1)
+            out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1)
+            continue
+        q = requantize_exact_float(acc.reshape(acc.shape[0], c_out, oh * ow), big_m, sh, zp_out, lo, hi, bound)
+        out[chunk] = (requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1) if q is None
+                      else q.reshape(acc.shape))
     return out
 
 
