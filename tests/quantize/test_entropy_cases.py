@@ -151,6 +151,17 @@ def test_data_offset_from_zero_is_not_cut_at_its_minimum():
     assert ok, why
 
 
+def test_atoms_at_the_bottom_do_not_let_the_window_clip_the_rest():
+    """ShuffleNet's ``r48``: three atoms hold 75 % of the values at the bottom, the rest are values
+    repeated 34 times up to 1.5x higher. A window just above the atoms resolves almost nothing
+    (atoms are out of P) while folding 25 % of the values: it must not compete."""
+    rng = np.random.default_rng(11)
+    spread = np.repeat(rng.uniform(0.0186, 0.0258, N // 4 // 34), 34)
+    x = np.concatenate([np.full(N // 40, 0.01743), np.full(N // 8, 0.01755), np.full(N * 3 // 5, 0.01775), spread])
+    rmax = compute_range(EntropyOptions(), _observe(x)).rmax
+    assert rmax > 0.99 * x.max()
+
+
 def test_only_atoms_keep_the_full_range():
     x = np.repeat(np.array([0.0, 0.25, 1.5, 3.0]), N // 4)
     assert compute_range(EntropyOptions(), _observe(x)) == (0.0, 3.0)

@@ -154,8 +154,8 @@ class EntropyOptions:
       zeros are, and count only where a window clips them. Windows whose KL is within the
       estimate's sampling bias (``levels · (r - 1) / 2N``, Miller-Madow) of the minimum are not
       told apart by the data; the ``abs`` search takes the widest of them (sparse histograms:
-      pooled features), and only among windows that keep at least half the values (below the
-      median, TensorRT's fold turns P into one spike and KL degenerates).
+      pooled features), and only among windows that clip at most as many values as P resolves
+      inside them (past that, TensorRT's fold turns P into one spike and KL degenerates).
 
     The ``symmetric`` window keeps ``resolution=None`` by default: it is the port of ONNX
     Runtime's search, kept to compare with it (bench/entropy_vs_ort.py).
@@ -443,12 +443,12 @@ def _entropy_abs_resampled(counts: np.ndarray, width: float, lo_v: float, hi_v: 
         continuous[0] = counts[0]
     if continuous.sum() <= 0:  # only atoms: every window resolves them alike, so keep them all
         return n
-    # A window must keep at least half the values: below the median the fold puts most of P into
-    # one sub-bin, Q's normalization blows the window's remnant up to match it, and KL degenerates
-    # (data offset from zero, [0.21, 0.49], was cut at its minimum)
-    cum = np.cumsum(counts)
-    first = max(min(m, n), int(np.searchsorted(cum, 0.5 * cum[-1], side="left")) + 1)
-    ends = np.arange(min(first, n), n + 1)
+    # A window may clip at most as many values as P resolves inside it: past that the fold makes
+    # P one spike, Q's normalization blows the window's remnant up to match it, and KL degenerates
+    # (data offset from zero, [0.21, 0.49], was cut at its minimum; with 75 % atoms, just above them)
+    ends = np.arange(min(m, n), n + 1)
+    clipped = counts.sum() - np.cumsum(counts)[ends - 1]
+    ends = ends[clipped <= np.cumsum(continuous)[ends - 1]]
     levels = _grid_levels(ends, width, lo_v, hi_v, m)
     kl = np.full(ends.size, np.inf)
     for k in np.unique(levels):  # one vectorized call per level count (few distinct values)
