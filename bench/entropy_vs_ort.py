@@ -203,7 +203,8 @@ def measure(case: D.Case, args) -> dict:
         row = {"tensor": obs.name, **tensor_traits(obs)}
         for key, opts in METHODS.items():
             lo, hi = compute_range(opts, obs)
-            row[key] = {"range": [lo, hi], "sqnr_db": histogram_sqnr(obs, lo, hi), "clipped": clipped_share(obs, lo, hi)}
+            row[key] = {"range": [lo, hi], "sqnr_db": histogram_sqnr(obs, lo, hi),
+                        "clipped": clipped_share(obs, lo, hi)}
         for key, table in (("ort_entropy", ort_default), ("ort_entropy_2048", ort_2048)):
             if obs.name in table:
                 lo, hi = table[obs.name]
@@ -218,7 +219,8 @@ def measure(case: D.Case, args) -> dict:
         return abs(max(-row[key]["range"][0], row[key]["range"][1]) -
                    max(-row[ref]["range"][0], row[ref]["range"][1])) / amax
 
-    for label, key in (("quantir entropy (new)", "entropy"), ("quantir entropy (TensorRT construction, before)", "entropy_trt")):
+    for label, key in (("quantir entropy (new)", "entropy"),
+                       ("quantir entropy (TensorRT construction, before)", "entropy_trt")):
         ranked = sorted(tensors, key=lambda r: -gap(r, key, "ort_entropy_2048"))[: args.top]
         print(f"\n{label} vs ORT entropy num_bins=2048 (ORT default num_bins=128 = its min/max), largest threshold "
               "differences; SQNR in dB of quantizing that tensor alone")
@@ -228,7 +230,8 @@ def measure(case: D.Case, args) -> dict:
             if "ort_entropy_2048" not in r:
                 continue
             q, o = r[key]["range"], r["ort_entropy_2048"]["range"]
-            f = lambda v: f"{v:5.1f}" if v is not None and math.isfinite(v) else "  inf"
+            def f(v):
+                return f"{v:5.1f}" if v is not None and math.isfinite(v) else "  inf"
             print(f"  {r['tensor'][-44:]:44s} {max(-r['min'], r['max']):7.3f} {max(-q[0], q[1]):9.3f} "
                   f"{f(r[key]['sqnr_db'])} {max(-o[0], o[1]):9.3f} {f(r['ort_entropy_2048']['sqnr_db'])} "
                   f"{f(r.get('ort_entropy', {}).get('sqnr_db'))} {f(r['percentile']['sqnr_db'])}  "
@@ -236,7 +239,8 @@ def measure(case: D.Case, args) -> dict:
 
     moved = sorted(tensors, key=lambda r: -gap(r, "entropy", "entropy_trt"))[: args.top]
     print("\nwhere the fix moved quantir's threshold most (TensorRT construction -> resampled, grid levels, atoms)")
-    print(f"  {'tensor':44s} {'max|x|':>7s} {'before t':>9s} {'sq':>5s} {'after t':>9s} {'sq':>5s} {'zeros':>6s} {'atoms':>6s}")
+    print(f"  {'tensor':44s} {'max|x|':>7s} {'before t':>9s} {'sq':>5s} {'after t':>9s} {'sq':>5s} "
+          f"{'zeros':>6s} {'atoms':>6s}")
     for r in moved:
         b, a = r["entropy_trt"], r["entropy"]
         print(f"  {r['tensor'][-44:]:44s} {max(-r['min'], r['max']):7.3f} {max(-b['range'][0], b['range'][1]):9.3f} "

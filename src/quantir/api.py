@@ -160,7 +160,8 @@ class Result:
         if s["target"] == "onnxruntime":
             ran = s["onnxruntime_float_ops"]
             lines.append(f"ONNX Runtime runs {len(ran)} quantized ops of the QDQ export in float "
-                         f"(DequantizeLinear -> op -> QuantizeLinear, no QLinear fusion; not LiteRT's integer semantics)"
+                         f"(DequantizeLinear -> op -> QuantizeLinear, no QLinear fusion; "
+                         f"not LiteRT's integer semantics)"
                          + (":" if ran else ""))
             lines += [f"  {f['op']} ({f['kind']})" for f in ran]
         on = f"{min(32, s['calibration_samples'])} samples"

@@ -50,7 +50,8 @@ def _keeps_what_matters(x: np.ndarray, opts: EntropyOptions, clip_share: float =
     best = _sqnr(x, *compute_range(MseOptions(), obs))
     got = _sqnr(x, rmin, rmax)
     clipped = np.count_nonzero((x < rmin) | (x > rmax)) / x.size
-    return got >= best - 1.0 and clipped <= clip_share, f"range ({rmin:.3f}, {rmax:.3f}) {got:.1f} dB, best {best:.1f} dB, clips {clipped:.2%}"
+    return got >= best - 1.0 and clipped <= clip_share, (f"range ({rmin:.3f}, {rmax:.3f}) {got:.1f} dB, "
+                                                         f"best {best:.1f} dB, clips {clipped:.2%}")
 
 
 def _relu6_over_background(seed: int) -> np.ndarray:

@@ -473,7 +473,8 @@ def _as_stored(a: np.ndarray, shape, channels_last: bool, name: str) -> np.ndarr
     return np.ascontiguousarray(a)
 
 
-def _integer_session(model, threads: int | None, config: Mapping[str, str], *, optimize: bool, save_to: str | None = None):
+def _integer_session(model, threads: int | None, config: Mapping[str, str], *, optimize: bool,
+                     save_to: str | None = None):
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 3
