@@ -77,7 +77,7 @@ bench: venv data models fonts $(BSTAMP)
 	$(PY) bench/methods_runtimes.py
 
 # calibration method x runtime with ONNX Runtime's quantize_static and NNCF beside them (README,
-# "Which calibration method"): the full run (~30 min on 2 cores) and a quick one (fewer evaluation samples)
+# "Which calibration method"): the full run (~15 min on 2 cores) and a quick one (~5 min, fewer samples)
 bench-methods: venv data models fonts $(BSTAMP)
 	$(PY) bench/methods_runtimes.py
 
