@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default), measured on the integer graph (empirical, slower), or off")
     p.add_argument("--io", choices=("float", "int8"), default="float",
                    help=".tflite interface: float32 through QUANTIZE/DEQUANTIZE (default) or int8 tensors")
-    p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="minmax",
+    p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="entropy",
                    help="how activation ranges are chosen from the calibration data")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel")
     p.add_argument("--exclude", nargs="*", default=(), metavar="NAME",

@@ -35,6 +35,10 @@ class Config:
     module; it changes what the calibration callbacks' quantized values, empirical bias
     correction and the summary's per-layer errors are computed with.
 
+    ``method`` defaults to ``"entropy"``: measured on five models in four runtimes (README, "Which
+    calibration method"), it has the smallest mean loss in quantir's interpreter (LiteRT's
+    reference kernels) and in ONNX Runtime on the QDQ export, the runtimes of the two targets.
+
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
@@ -42,7 +46,7 @@ class Config:
     99.999
     """
 
-    method: str = "minmax"                    # minmax | percentile | entropy | mse
+    method: str = "entropy"                   # minmax | percentile | entropy | mse (see above)
     method_options: MethodOptions | None = None
     per_channel: bool = True                  # per-axis weights (False: one scale per weight tensor)
     exclude: tuple[str, ...] = ()             # op labels (ONNX node names) or nn op names (nn.softmax) to keep float
