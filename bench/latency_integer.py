@@ -25,7 +25,6 @@ Usage: PYTHONPATH=src python bench/latency_integer.py [--rounds 5] [--warmup 1] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -34,7 +33,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -42,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+from _results import write_json  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 import quantir as qr  # noqa: E402
@@ -149,13 +148,7 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".latency_integer.", suffix=".tmp", dir=RESULTS.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, RESULTS)
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    write_json(result, RESULTS, ROOT)
     return 0
 
 

@@ -21,12 +21,10 @@ Usage: PYTHONPATH=src python bench/latency_runtime.py [--repeat 20] [--warmup 3]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+from _results import write_json  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
@@ -142,13 +141,7 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".latency_runtime.", suffix=".tmp", dir=RESULTS.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, RESULTS)
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    write_json(result, RESULTS, ROOT)
     return 0
 
 

@@ -60,7 +60,22 @@ def kernel_for(opdef):
     return kernel
 
 
-class Interpreter:
+class NamedIO:
+    """An executor's feed and result names: ``inputs`` and ``outputs`` are (name, value) pairs."""
+
+    inputs: list
+    outputs: list
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, _ in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for n, _ in self.outputs]
+
+
+class Interpreter(NamedIO):
     """A planned function. ``Interpreter(module).run(feeds)`` is ``quantir.runtime.run``."""
 
     def __init__(self, module: Module | Function, *, max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES):
@@ -89,14 +104,6 @@ class Interpreter:
         for name, arg in self.inputs:
             self.values.setdefault(name, arg)
 
-    # -- naming ---------------------------------------------------------------------------
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, _ in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _ in self.outputs]
 
     def value(self, name: str) -> Value:
         """The value an output name or a name hint refers to."""

@@ -63,7 +63,7 @@ from ..errors import QuantirError
 from ..ir import Function, Module, Value
 from ..ir.dialects import arith, func
 from ..types import TensorType, UniformQuantizedType
-from .interpreter import FeedError, check_feeds, input_names, output_names
+from .interpreter import FeedError, NamedIO, check_feeds, input_names, output_names
 
 __all__ = ["OrtExecutor", "OrtError", "DEFAULT_SESSION_CONFIG", "NCHWC_MAX_NODES", "nchwc_disabled",
            "OrtIntegerExecutor"]
@@ -87,7 +87,7 @@ class OrtError(QuantirError):
     """ONNX Runtime refused the exported model or failed while running it."""
 
 
-class OrtExecutor:
+class OrtExecutor(NamedIO):
     """A module compiled once into an ONNX Runtime session.
 
     - ``expose``: values to return besides the outputs — a list of names (output names,
@@ -126,15 +126,6 @@ class OrtExecutor:
         self.disabled_optimizers = nchwc_disabled(len(exported.model.graph.node))   # what _session disables
         self.session = _session(exported.model, providers, intra_op_threads,
                                 {**DEFAULT_SESSION_CONFIG, **(session_config or {})})
-
-    # -- naming ---------------------------------------------------------------------------
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, _ in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _ in self.outputs]
 
     def _resolve(self, expose: "Sequence[str] | str | None") -> list[tuple[str, Value]]:
         ops = [op for op in self.fn.ops if op.opdef is not func.RETURN]
@@ -257,7 +248,7 @@ FLOAT_RUN_OPS = ("QuantizeLinear",)
 _ACTIVATIONS = ("Relu", "Clip")   # a fused clamp the QDQ export writes between the op and its Q
 
 
-class OrtIntegerExecutor:
+class OrtIntegerExecutor(NamedIO):
     """``module`` (integer ``qnn`` ops) exported to ``format`` and run by ONNX Runtime's CPU provider.
 
     ``run`` follows the interpreter's naming contract: outputs by output name, then the exposed
@@ -313,13 +304,6 @@ class OrtIntegerExecutor:
                 optimized.graph.output.append(onnx.ValueInfoProto(name=tensor))
         self.session = _integer_session(optimized, self._threads, self._config, optimize=False)
 
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, _ in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _ in self.outputs]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         checked = check_feeds(self.inputs, feeds)
