@@ -36,14 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 
-from train_fashion_mnist import augment, evaluate, export_onnx, onnx_accuracy  # noqa: E402 (also checks torch)
+from train_fashion_mnist import evaluate, export_onnx, onnx_accuracy, train  # noqa: E402 (also checks torch)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -127,34 +126,6 @@ def balanced_subset(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
     per_class = n // 10
     picked = np.concatenate([perm[labels[perm] == c][:per_class] for c in range(10)])
     return np.sort(picked)
-
-
-def train(model: nn.Module, xtr: torch.Tensor, ytr: torch.Tensor, xte: torch.Tensor, yte: torch.Tensor,
-          args: argparse.Namespace, gen: torch.Generator) -> float:
-    cl = torch.channels_last
-    steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=args.lr, epochs=args.epochs, steps_per_epoch=steps_per_epoch, pct_start=0.2
-    )
-    t0 = time.time()
-    for epoch in range(args.epochs):
-        model.train()
-        perm = torch.randperm(len(xtr), generator=gen)
-        total = 0.0
-        for i in range(0, len(xtr), args.batch_size):
-            idx = perm[i:i + args.batch_size]
-            xb = augment(xtr[idx], gen, args.shift).contiguous(memory_format=cl)
-            loss = F.cross_entropy(model(xb), ytr[idx], label_smoothing=0.05)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += loss.item() * len(idx)
-        acc = evaluate(model, xte, yte)
-        print(f"epoch {epoch + 1}/{args.epochs}  loss {total / len(xtr):.4f}  "
-              f"test top-1 {acc:.4f}  {time.time() - t0:.0f}s", flush=True)
-    return time.time() - t0
 
 
 def parse_args(argv: list[str] | None, out: Path, epochs: int, train_images: int, lr: float) -> argparse.Namespace:

@@ -165,6 +165,35 @@ def onnx_accuracy(path: Path, images: np.ndarray, labels: np.ndarray) -> tuple[f
     return float((probs.argmax(1) == labels).mean()), dict(sorted(ops.items()))
 
 
+def train(model: nn.Module, xtr: torch.Tensor, ytr: torch.Tensor, xte: torch.Tensor, yte: torch.Tensor,
+          args: argparse.Namespace, gen: torch.Generator) -> float:
+    """AdamW with a one-cycle schedule, augmented batches in channels-last order; the seconds it took."""
+    cl = torch.channels_last
+    steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=args.lr, epochs=args.epochs, steps_per_epoch=steps_per_epoch, pct_start=0.2
+    )
+    t0 = time.time()
+    for epoch in range(args.epochs):
+        model.train()
+        perm = torch.randperm(len(xtr), generator=gen)
+        total = 0.0
+        for i in range(0, len(xtr), args.batch_size):
+            idx = perm[i:i + args.batch_size]
+            xb = augment(xtr[idx], gen, args.shift).contiguous(memory_format=cl)
+            loss = F.cross_entropy(model(xb), ytr[idx], label_smoothing=0.05)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += loss.item() * len(idx)
+        acc = evaluate(model, xte, yte)
+        print(f"epoch {epoch + 1}/{args.epochs}  loss {total / len(xtr):.4f}  "
+              f"test top-1 {acc:.4f}  {time.time() - t0:.0f}s", flush=True)
+    return time.time() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=REPO / "models" / "fashion_mnist_cnn.onnx")
@@ -194,29 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     xte, yte = torch.from_numpy(to_model_input(test_u8)), torch.from_numpy(test_y)
 
     model = FashionCNN().to(memory_format=cl)
-    steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=args.lr, epochs=args.epochs, steps_per_epoch=steps_per_epoch, pct_start=0.2
-    )
-    t0 = time.time()
-    for epoch in range(args.epochs):
-        model.train()
-        perm = torch.randperm(len(xtr), generator=gen)
-        total = 0.0
-        for i in range(0, len(xtr), args.batch_size):
-            idx = perm[i:i + args.batch_size]
-            xb = augment(xtr[idx], gen, args.shift).contiguous(memory_format=cl)
-            loss = F.cross_entropy(model(xb), ytr[idx], label_smoothing=0.05)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += loss.item() * len(idx)
-        acc = evaluate(model, xte, yte)
-        print(f"epoch {epoch + 1}/{args.epochs}  loss {total / len(xtr):.4f}  "
-              f"test top-1 {acc:.4f}  {time.time() - t0:.0f}s", flush=True)
-    train_seconds = time.time() - t0
+    train_seconds = train(model, xtr, ytr, xte, yte, args, gen)
     torch_acc = evaluate(model, xte, yte)
 
     export_onnx(model.to(memory_format=torch.contiguous_format), args.out)
