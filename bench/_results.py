@@ -3,8 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import tempfile
 from pathlib import Path
+
+
+def machine() -> dict:
+    """What ran the bench: CPU count, platform, and the load average when it ended (the machine may be shared)."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(),
+            "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
 def write_json(result: dict, path: Path, root: Path) -> None:

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
-from _results import write_json  # noqa: E402
+from _results import machine, write_json  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 import quantir as qr  # noqa: E402
@@ -145,8 +145,7 @@ def main() -> int:
         "target_int_ratio": TARGET_RATIO, "threads": 1, "rounds": args.rounds, "warmup": args.warmup,
         "compiled_loops": jit, "models": rows,
         "versions": {"onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        "machine": machine(),
     }
     write_json(result, RESULTS, ROOT)
     return 0

@@ -21,7 +21,6 @@ Usage: PYTHONPATH=src python bench/latency_runtime.py [--repeat 20] [--warmup 3]
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import statistics
 import sys
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
-from _results import write_json  # noqa: E402
+from _results import machine, write_json  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
@@ -138,8 +137,7 @@ def main() -> int:
         "expose_all_build_s": build_all_s,
         "versions": {"onnxruntime": ort.__version__, "onnx": onnx.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        "machine": machine(),
     }
     write_json(result, RESULTS, ROOT)
     return 0
