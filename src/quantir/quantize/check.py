@@ -26,9 +26,10 @@ def _carries_quantized(op: Operation) -> bool:
 
 
 def view(op: Operation) -> spec.QuantizedOp | None:
-    """The spec view of ``op`` (None: nothing to check, or no declaration)."""
+    """The spec view of ``op`` (None: no declaration, or an op on float tensors only — a
+    data-movement or SHAPE op in the float part of a mixed module — which is nothing to check)."""
     decl = ops.declaration_for(op.opdef)
-    if decl is None:
+    if decl is None or not _carries_quantized(op):
         return None
     if decl.view is not None:
         return decl.view(op)

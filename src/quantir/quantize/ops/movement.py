@@ -31,7 +31,7 @@ from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, constant_array, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec
 from .registry import QuantOp, declare
-from .shape import lower_data_movement, movement_view
+from .shape import lower_data_movement
 
 # -- GATHER ------------------------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ GATHER = declare(QuantOp(
     nn.GATHER, OP.GATHER, OpSpec((ACT, ANY), SAME_AS(0), note="copies stored integers: the data's parameters"),
     patterns=(QuantizerPattern("gather", Pat.op(nn.GATHER, Pat.any("x"), Pat.any("indices"), name="op"),
                                lower_gather, check=_check_gather, doc="Gather with constant indices: a copy"),),
-    view=movement_view("GATHER"), qdq_ops=(nn.GATHER,),
+    qdq_ops=(nn.GATHER,),
     doc="constant indices only, made non-negative at lowering (LiteRT refuses negative ones)"))
 
 # -- SPACE_TO_DEPTH ------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ SPACE_TO_DEPTH = declare(QuantOp(
     nn.SPACE_TO_DEPTH, OP.SPACE_TO_DEPTH, OpSpec((ACT,), SAME_AS(0)),
     patterns=(QuantizerPattern("space_to_depth", unary(nn.SPACE_TO_DEPTH), lower_data_movement,
                                doc="SpaceToDepth: a copy (ONNX's NCHW order is LiteRT's NHWC order)"),),
-    view=movement_view("SPACE_TO_DEPTH"), qdq_ops=(nn.SPACE_TO_DEPTH,)))
+    qdq_ops=(nn.SPACE_TO_DEPTH,)))
 
 # -- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND (read from .tflite only) -------------------------------------
 

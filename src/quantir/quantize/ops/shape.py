@@ -10,12 +10,10 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...rewrite import Match, Pat
 from ...runtime.kernels import qnn_ops
-from ...types import QuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, unary
-from ..rules import ACT, ANY, SAME_AS, OpSpec, QuantizedOp
-from ..views import plain_view
+from ..rules import ACT, ANY, SAME_AS, OpSpec
 from .registry import QuantOp, SolverRules, declare
 
 
@@ -46,15 +44,6 @@ def lower_data_movement(lw: Lowerer, r: Region) -> Value:
     return lw.emit(new).result
 
 
-def movement_view(kind: str):
-    """The spec view of a data-movement op: only once it carries quantized tensors."""
-    def view(op: Operation) -> QuantizedOp | None:
-        if not isinstance(getattr(op.results[0].type, "element_type", None), QuantizedType):
-            return None
-        return plain_view(op, kind)
-    return view
-
-
 CONCAT = declare(QuantOp(
     qnn.CONCAT, OP.CONCATENATION,
     OpSpec((ACT,), SAME_AS(0), variadic=True, note="every input shares the output's scale and zero point"),
@@ -75,7 +64,7 @@ def _movement(opdef, builtin: OP, row: OpSpec, pattern: QuantizerPattern | None 
               qdq: bool = True, rows: dict | None = None) -> QuantOp:
     return declare(QuantOp(
         opdef, builtin, row, patterns=(pattern,) if pattern else (), rows=rows or {},
-        view=movement_view(builtin.name), qdq_ops=(opdef,) if qdq else (),
+        qdq_ops=(opdef,) if qdq else (),
         doc=doc))
 
 

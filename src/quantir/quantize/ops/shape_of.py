@@ -12,12 +12,10 @@ from __future__ import annotations
 from ...ir import Operation, Value
 from ...ir.dialects import nn
 from ...rewrite import Match
-from ...types import QuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, rank, unary
-from ..rules import ACT, ANY, OpSpec, QuantizedOp
-from ..views import plain_view
+from ..rules import ACT, ANY, OpSpec
 from .registry import QuantOp, declare
 
 
@@ -42,15 +40,8 @@ def lower_shape(lw: Lowerer, r: Region) -> Value:
     return lw.emit(new).result
 
 
-def shape_view(op: Operation) -> QuantizedOp | None:
-    """Checked as LiteRT SHAPE only when it reads a quantized tensor."""
-    if not isinstance(getattr(op.operands[0].type, "element_type", None), QuantizedType):
-        return None
-    return plain_view(op, OP.SHAPE.name)
-
-
 SHAPE = declare(QuantOp(
     nn.SHAPE, OP.SHAPE, OpSpec((ACT,), ANY, note="int32 or int64 output; no value of the input is read"),
     patterns=(QuantizerPattern("shape", unary(nn.SHAPE), lower_shape, check=_check_shape,
                                doc="Shape of a tensor with a dynamic dim"),),
-    view=shape_view, output_quantized=False))
+    output_quantized=False))
