@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import QuantirError, QuantizationWarning
-from .ir import Function, Module, Value, clone_module
+from .ir import Function, Module, Operation, Value, clone_module
 from .ir.dialects import quant
 from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
@@ -32,9 +32,11 @@ from .quantize.expand import expand, would_expand
 from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.naming import integer_name
+from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate
 from .quantize.solver import ActParams, solve
 from .report.layers import LayerError, compare
+from .rewrite import RewriteStats
 
 
 def load(path: str | os.PathLike | Any) -> Module:
@@ -96,6 +98,8 @@ class Result:
     # activations, weights that quantize to zeros; also emitted as QuantizationWarning
     warnings: list[str] = field(default_factory=list)
     degenerate_data: bool = False   # the calibration samples, hence the summary's SQNR, say nothing
+    # the expansions run before calibration (quantize.expand): hits per rule, and refusals with their reason
+    rewrites: RewriteStats = field(default_factory=RewriteStats)
 
     # -- inspection -----------------------------------------------------------------------------
     def cast_counts(self) -> tuple[int, int]:
@@ -125,6 +129,15 @@ class Result:
     def spec_report(self):
         return spec_view.check_module(self.module)
 
+    def rewritten(self) -> dict[str, int]:
+        """Float forms rewritten before calibration into ops LiteRT has (LayerNorm, HardSigmoid): hits per rule."""
+        return dict(self.rewrites.hits)
+
+    def _left_float_reason(self, op: Operation, why: str) -> str:
+        """An op a near-miss expansion left alone says why the expansion refused it."""
+        refused = [f"{rule}: {reason}" for (rule, at), reason in self.rewrites.refused.items() if at is op]
+        return refused[0] if refused and why.startswith("no quantizer pattern") else why
+
     def summary_dict(self, worst: int = 10) -> dict:
         q, d = self.cast_counts()
         report = self.spec_report()
@@ -135,7 +148,9 @@ class Result:
             "method": self.config.method,
             "per_channel": self.config.per_channel,
             "quantized": dict(self.quantized_ops()),
-            "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": why}
+            "rewritten": self.rewritten(),
+            "not_rewritten": {rule: reason for (rule, _), reason in self.rewrites.refused.items()},
+            "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": self._left_float_reason(op, why)}
                            for op, why in self.annotation.float_ops],
             "quantize_ops": q, "dequantize_ops": d,
             "spec_check": {"checked": report.checked, "violations": [str(v) for v in report.violations]},
@@ -151,6 +166,9 @@ class Result:
         lines += [f"quantized {sum(s['quantized'].values())} ops on {s['calibration_samples']} calibration samples "
                  f"(method {s['method']}, {'per-channel' if s['per_channel'] else 'per-tensor'} weights):"]
         lines += [f"  {n:<14} {k}" for k, n in sorted(s["quantized"].items(), key=lambda kv: -kv[1])]
+        if s["rewritten"]:
+            lines.append("rewritten before calibration (each interior value observed):")
+            lines += [f"  {n:<14} {k} ({_rewrite_doc(k)})" for k, n in sorted(s["rewritten"].items())]
         lines.append(f"left float: {len(s['left_float'])}")
         lines += [f"  {f['op']} ({f['kind']}): {f['reason']}" for f in s["left_float"]]
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
@@ -207,6 +225,10 @@ class Result:
         return p
 
 
+def _rewrite_doc(name: str) -> str:
+    return next((r.doc for r in EXPANSIONS if r.name == name), "")
+
+
 def quantize(model: Any, calibration: Any, config: Config | None = None) -> Result:
     """Quantize a float model to int8 with calibration data.
 
@@ -222,7 +244,8 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
         module = clone_module(module)
         fn = module.main
     ensure_names(fn)
-    if expand(fn, config).modified:   # ops with no LiteRT builtin, as ops that have one (quantize.expand)
+    rewrites = expand(fn, config)
+    if rewrites.modified:   # ops with no LiteRT builtin, as ops that have one (quantize.expand)
         ensure_names(fn)
     annotation = annotate(fn, config)
     if not annotation.regions:
@@ -236,7 +259,7 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     for message in health.warnings:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
-                  warnings=health.warnings, degenerate_data=health.degenerate_data)
+                  warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites)
 
 
 def _user_stacklevel() -> int:

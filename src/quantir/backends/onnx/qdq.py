@@ -117,6 +117,12 @@ def _float(opdef, **fixed):
     return convert
 
 
+def rsqrt(b: Builder, op: Operation) -> None:
+    """RSQRT as Sqrt then Reciprocal (ONNX has no Rsqrt); 1/sqrt(0) = inf quantizes to 127, as LiteRT's."""
+    root = b.float_op(nn.UNARY["sqrt"], [b.dequantized(op.operands[0])], op, suffix="/sqrt")
+    finish(b, op, b.float_op(nn.UNARY["reciprocal"], [root], op))
+
+
 def pad_constant(op: Operation) -> float | None:
     """A PADV2 value as the float Pad constant ``scale · (value - zp)``; None (0.0) for the zero point."""
     value = op.attr("value")
@@ -321,6 +327,7 @@ CONVERT = {
                            keepdims=lambda op: int(op.attr("keepdims"))),
     qnn.L2_NORMALIZATION: _float(nn.LP_NORMALIZATION, axis=-1, p=2),
     qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
+    qnn.RSQRT: rsqrt,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
     **select.QDQ,        # maximum, minimum, arg_max, shape and the comparisons (select.py)

@@ -678,7 +678,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D), qnn.MAX_POOL: _pool(OP.MAX_POOL_2D),
     qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,
     qnn.RESIZE_NEAREST: resize_nearest, qnn.SOFTMAX: softmax, qnn.LOGISTIC: _elementwise(OP.LOGISTIC),
-    qnn.TANH: _elementwise(OP.TANH),
+    qnn.TANH: _elementwise(OP.TANH), qnn.RSQRT: _elementwise(OP.RSQRT),
     qnn.HARD_SWISH: _elementwise(OP.HARD_SWISH),
     qnn.GELU: _elementwise(OP.GELU, lambda op: GeluOptions(approximate=bool(op.attr("approximate")))),
     qnn.LEAKY_RELU: _elementwise(OP.LEAKY_RELU, lambda op: LeakyReluOptions(alpha=float(op.attr("alpha")))),

@@ -652,6 +652,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.GREATER_EQUAL: GreaterEqualOptions,
     BuiltinOperator.LOG_SOFTMAX: LogSoftmaxOptions,
     BuiltinOperator.GELU: GeluOptions,
+    BuiltinOperator.RSQRT: None,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's

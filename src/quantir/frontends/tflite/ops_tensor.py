@@ -184,6 +184,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.DEQUANTIZE: dequantize,
     OP.LOGISTIC: _unary(qnn.LOGISTIC),
     OP.TANH: _unary(qnn.TANH),
+    OP.RSQRT: _unary(qnn.RSQRT),
     OP.HARD_SWISH: _unary(qnn.HARD_SWISH),
     OP.GELU: _unary(qnn.GELU, lambda o: {"approximate": bool(o.approximate)}),
     OP.LEAKY_RELU: _unary(qnn.LEAKY_RELU, _leaky),

@@ -348,6 +348,32 @@ L2_NORMALIZATION = qdefine("l2_normalization", ("x",), {}, _same_shape,
                            "LiteRT L2_NORMALIZATION over the last dim; output (1/128, 0).")
 LOG_SOFTMAX = qdefine("log_softmax", ("x",), {}, _same_shape,
                       "LiteRT LOG_SOFTMAX over the last dim (fixed point); output (16/256, 127).")
+RSQRT = qdefine("rsqrt", ("x",), {}, _same_shape,
+                "LiteRT RSQRT: 1/sqrt of a non-negative int8 value (integer inverse square root, one multiplier).")
+
+
+def _verify_batch_matmul(op: Operation) -> str | None:
+    a, b, y = op.operands[0].type, op.operands[1].type, op.results[0].type
+    if not (a.is_ranked and b.is_ranked):
+        return None
+    if a.rank < 2 or b.rank < 2:
+        return f"both operands must have rank 2 or more, got {_shape(a)} and {_shape(b)}"
+    k_a = a.shape[-2] if op.attr("adj_x") else a.shape[-1]
+    k_b = b.shape[-1] if op.attr("adj_y") else b.shape[-2]
+    if None not in (k_a, k_b) and k_a != k_b:
+        return f"the contracted dims differ: {k_a} ({_shape(a)}, adj_x={bool(op.attr('adj_x'))}) and {k_b} " \
+               f"({_shape(b)}, adj_y={bool(op.attr('adj_y'))})"
+    if y.is_ranked and y.rank != max(a.rank, b.rank):
+        return f"result rank {y.rank} must be the operands' largest rank {max(a.rank, b.rank)}"
+    return None
+
+
+BATCH_MATMUL = qdefine("batch_matmul", ("lhs", "rhs"), {"adj_x": AttrSpec(AttrKind.BOOL, default=False),
+                                                        "adj_y": AttrSpec(AttrKind.BOOL, default=False)},
+                       _verify_batch_matmul,
+                       "LiteRT BATCH_MATMUL of two int8 activations (per tensor), int32 accumulation, one "
+                       "requantizing multiplier; ``adj_x``/``adj_y`` transpose the last two dims of an operand.")
+
 
 
 # -- ops whose result is not quantized: int8 inputs, a bool or index result ----------------------

@@ -35,23 +35,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Operation, Value
-from ...ir.dialects import nn, qnn
-from ...rewrite import Match, Pat
+from ...ir import Operation, Value, elements_attr
+from ...ir.dialects import arith, nn, qnn
+from ...rewrite import Match, Pat, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
-from ...types import TensorType, UniformQuantizedType
+from ...types import FloatType, TensorType, UniformQuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, rank, unary
 from ..rules import ACT, FIXED, OpSpec
-from .registry import QuantOp, declare
+from .registry import QuantOp, declare, declare_expansion
 
 MIN_INPUT_SCALE = 1e-4
 OUTPUT_STEP = 1.0 / 128.0
 # (where the epsilon sits, its op) -> the largest epsilon accepted (see the table above)
 EPSILON_LIMITS = {("norm", "max"): MIN_INPUT_SCALE, ("sum", "max"): MIN_INPUT_SCALE ** 2,
                   ("norm", "add"): MIN_INPUT_SCALE * OUTPUT_STEP, ("sum", "add"): MIN_INPUT_SCALE ** 2 / 64.0}
+F32 = FloatType("f32")
 LOG_SOFTMAX_MAX_ROW = 4095   # LiteRT's Q12.19 sum of exponentials overflows at 4096 terms of 1
 
 
@@ -212,3 +213,183 @@ LOG_SOFTMAX = declare(QuantOp(
     patterns=(QuantizerPattern("log_softmax", unary(nn.LOG_SOFTMAX), lower_log_softmax, check=_check_log_softmax),),
     kernel=log_softmax_kernel, ir_limits=(log_softmax_scale_limit,), qdq_ops=(nn.LOG_SOFTMAX,),
     doc="LiteRT LOG_SOFTMAX, BUILTIN_REF's fixed point; output (16/256, 127)"))
+
+
+# -- RSQRT --------------------------------------------------------------------------------------------
+# 1/sqrt(v) as Reciprocal(Sqrt(v)) (what the LayerNorm expansions below write) or Pow(v, -0.5).
+
+_RSQRT = Pat.alt(Pat.op(nn.UNARY["reciprocal"], Pat.op(nn.UNARY["sqrt"], _X, name="sqrt").one_use(), name="op"),
+                 Pat.op(nn.BINARY["pow"], _X, Pat.const("minus_half"), name="op"))
+
+
+def _check_rsqrt(m: Match) -> str | None:
+    if "minus_half" in m.consts and _scalar(m, "minus_half") != -0.5:
+        return f"not 1/sqrt: the exponent is {np.asarray(m.consts['minus_half']).ravel()[:4].tolist()}, not -0.5"
+    return None
+
+
+def rsqrt_input_range(region: Region, ranges: list[tuple[float, float]]) -> str | None:
+    """LiteRT's RSQRT fails the invocation on a value below the input zero point (a negative real value)."""
+    lo = ranges[0][0] if ranges else 0.0
+    if lo < 0.0:
+        return (f"RSQRT's input was calibrated down to {lo:g}: LiteRT's int8 RSQRT fails on negative values, "
+                f"so only a non-negative input (a variance plus epsilon) is quantized")
+    return None
+
+
+def lower_rsqrt(lw: Lowerer, r: Region) -> Value:
+    op = r.match.ops["op"]
+    return lw.emit(qnn.RSQRT.build([lw.input(r.match["x"])], [lw.out_type(r)]), op).result
+
+
+def rsqrt_kernel(op: Operation, x):
+    xv, y = op.operands[0], op.results[0]
+    p = qnn_ops.prepare_once(op, lambda: qk.prepare_rsqrt(qnn_ops.scale_of(xv), qnn_ops.zero_point_of(xv),
+                                                          qnn_ops.scale_of(y), qnn_ops.zero_point_of(y)))
+    return qk.rsqrt(x, **p.as_kwargs())
+
+
+RSQRT = declare(QuantOp(
+    qnn.RSQRT, OP.RSQRT, OpSpec((ACT,), ACT),
+    patterns=(QuantizerPattern("rsqrt", _RSQRT, lower_rsqrt, check=_check_rsqrt, priority=-1,
+                               doc="Reciprocal(Sqrt(v)) or Pow(v, -0.5)"),),
+    kernel=rsqrt_kernel, calibrated_check=rsqrt_input_range, qdq_ops=(nn.UNARY["sqrt"], nn.UNARY["reciprocal"]),
+    doc="LiteRT RSQRT (integer inverse square root of v - zp, one multiplier)"))
+
+
+# -- LayerNorm: no LiteRT builtin, so an expansion ------------------------------------------------------
+# LayerNorm, written out by exporters (Paddle, PyTorch before opset 17) as
+#     d = x - ReduceMean(x);  y = d / Sqrt(ReduceMean(Pow(d, 2)) + eps)   [· gamma + beta]
+# or as the ONNX LayerNormalization op, becomes, before calibration,
+#     MEAN, SUB, MUL(d, d), MEAN, ADD eps, RSQRT, MUL(d, ·)               [MUL gamma, ADD beta]
+# Every interior value (the mean, d, d², the variance, variance + eps, its 1/sqrt, the normalized
+# row) is a value of the float graph: observed, with its own int8 parameters.
+#
+# Why this decomposition (measured on the PP-OCRv6 recognizer's real LayerNorm inputs; docs/numerics.md
+# §2.22 has the table): the variance as the MEAN of MUL(d, d) reuses d, which the numerator needs
+# anyway, and 1/sqrt as one RSQRT on (variance + eps) keeps the division out of int8 (LiteRT has no
+# int8 DIV). What limits accuracy is the variance's int8 range: rows whose variance is far below the
+# largest one get few steps, and RSQRT amplifies that relative error by ½. The output is then only
+# as good as the worst row's variance resolution.
+
+_LN_X = Pat.any("x")
+_LN_CENTERED = Pat.op(nn.SUB, _LN_X, Pat.op(nn.REDUCE_MEAN, _LN_X, name="mean").one_use(), name="centered")
+_LN_SQUARE = Pat.alt(Pat.op(nn.BINARY["pow"], _LN_CENTERED, Pat.const("two"), name="square"),
+                     Pat.op(nn.MUL, _LN_CENTERED, _LN_CENTERED, name="square"))
+_LN_VARIANCE = _with_epsilon(Pat.op(nn.REDUCE_MEAN, _LN_SQUARE.one_use(), name="variance"), "variance")
+_LN_WRITTEN = Pat.op(nn.DIV, _LN_CENTERED, Pat.op(nn.UNARY["sqrt"], _LN_VARIANCE.one_use(), name="sqrt").one_use(),
+                     name="op")
+
+
+def _reduced(op: Operation) -> tuple[tuple[int, ...], bool] | None:
+    r = rank(op.operands[0])
+    if r is None:
+        return None
+    axes = op.attr("axes")
+    keep = op.attr("keepdims")
+    return (tuple(sorted(int(a) % r for a in axes)) if axes else tuple(range(r))), keep is None or bool(keep)
+
+
+def _check_layer_norm_written(m: Match) -> str | None:
+    x = m.values["x"]
+    if getattr(x.type, "element_type", None) != F32:
+        return f"LayerNorm on {x.type} is not float32"
+    mean, variance = _reduced(m.ops["mean"]), _reduced(m.ops["variance"])
+    if mean is None or variance is None:
+        return "the normalized tensor must be ranked"
+    if mean != variance or not mean[1]:
+        return (f"not LayerNorm: the mean is taken over axes {list(mean[0])} and the variance over "
+                f"{list(variance[0])} (both must be the same, kept)")
+    if "two" in m.consts and _scalar(m, "two") != 2.0:
+        return f"not LayerNorm: the exponent is {np.asarray(m.consts['two']).ravel()[:4].tolist()}, not 2"
+    eps_op = m.ops.get("eps_variance")
+    if eps_op is not None and eps_op.opdef is not nn.ADD:
+        return "the variance's epsilon is a floor (Max/Clip), not LayerNorm's added epsilon"
+    eps = _scalar(m, "eps_variance_value") if eps_op is not None else 0.0
+    if eps is None or not eps >= 0.0:
+        return "the epsilon of the variance must be one non-negative constant"
+    return None
+
+
+def _check_layer_norm_op(m: Match) -> str | None:
+    op, x = m.ops["op"], m.values["x"]
+    if len(op.results) != 1:
+        return "LayerNormalization's mean and inverse-std-dev results are used: kept whole"
+    if getattr(x.type, "element_type", None) != F32 or rank(x) is None:
+        return f"LayerNormalization on {x.type} is not a ranked float32 tensor"
+    return None
+
+
+class _Builder:
+    """Inserts float ops before the op being expanded, named after it (``<name>.<what>``)."""
+
+    def __init__(self, rw, anchor: Operation):
+        self.rw, self.anchor = rw, anchor
+        self.name = anchor.results[0].name_hint or "layer_norm"
+        self.label = anchor.label or self.name
+
+    def constant(self, value, what: str) -> Value:
+        attr = elements_attr(np.asarray(value, np.float32))
+        c = self.rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
+        c.name_hint = f"{self.name}.{what}"
+        return c
+
+    def op(self, opdef, operands, like: Value, what: str, **attrs) -> Value:
+        new = opdef.build(operands, [like.type], **attrs)
+        new.label = f"{self.label}/{what}"
+        out = self.rw.insert(new).result
+        out.name_hint = f"{self.name}.{what}"
+        return out
+
+
+def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: TensorType) -> Value:
+    """The normalized rows ``(x - mean) · rsqrt(mean((x - mean)²) + eps)`` as MEAN, SUB, MUL, MEAN, ADD,
+    Reciprocal(Sqrt) (one RSQRT) and MUL."""
+    reduce = dict(axes=axes, keepdims=1)
+    mean = b.op(nn.REDUCE_MEAN, [x], _typed(stats), "mean", **reduce)
+    centered = b.op(nn.SUB, [x, mean], x, "centered")
+    square = b.op(nn.MUL, [centered, centered], x, "square")
+    variance = b.op(nn.REDUCE_MEAN, [square], _typed(stats), "variance", **reduce)
+    if eps:
+        variance = b.op(nn.ADD, [variance, b.constant(eps, "epsilon")], variance, "variance_eps")
+    root = b.op(nn.UNARY["sqrt"], [variance], variance, "sqrt")
+    inverse = b.op(nn.UNARY["reciprocal"], [root], variance, "rsqrt")
+    return b.op(nn.MUL, [centered, inverse], x, "normalized")
+
+
+class _typed:
+    """A stand-in with a ``type`` for ``_Builder.op``'s result type."""
+
+    def __init__(self, t):
+        self.type = t
+
+
+def _expand_layer_norm_written(rw, m: Match) -> list[Value]:
+    op, x = m.ops["op"], m.values["x"]
+    axes, _ = _reduced(m.ops["mean"])
+    eps = _scalar(m, "eps_variance_value") if m.ops.get("eps_variance") is not None else 0.0
+    return [_normalize(_Builder(rw, op), x, axes, float(eps), m.ops["mean"].results[0].type)]
+
+
+def _expand_layer_norm_op(rw, m: Match) -> list[Value]:
+    op, x = m.ops["op"], m.values["x"]
+    r = rank(x)
+    axes = tuple(range(op.attr("axis") % r, r))
+    stats = TensorType(tuple(1 if i in axes else d for i, d in enumerate(x.type.shape)), x.type.element_type)
+    b = _Builder(rw, op)
+    y = _normalize(b, x, axes, float(np.float32(op.attr("epsilon"))), stats)
+    y = b.op(nn.MUL, [y, op.operands[1]], op.results[0], "scaled")
+    if len(op.operands) > 2 and op.operands[2] is not None:
+        y = b.op(nn.ADD, [y, op.operands[2]], op.results[0], "shifted")
+    y.name_hint = op.results[0].name_hint
+    return [y]
+
+
+LAYER_NORM_WRITTEN = declare_expansion(Rule(
+    "layer_norm_written", _LN_WRITTEN, _expand_layer_norm_written, check=_check_layer_norm_written,
+    doc="ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div -> MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL"))
+
+LAYER_NORM = declare_expansion(Rule(
+    "layer_norm", Pat.op(nn.LAYER_NORMALIZATION, _LN_X, Pat.any("scale"), Pat.any("bias").optional(), name="op"),
+    _expand_layer_norm_op, check=_check_layer_norm_op,
+    doc="LayerNormalization -> MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL, MUL gamma, ADD beta"))

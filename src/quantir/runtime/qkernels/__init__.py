@@ -59,6 +59,7 @@ from quantir.runtime.qkernels.reduce_sum import SumParams, prepare_sum, reduce_s
 from quantir.runtime.qkernels.relu import ReluParams, prepare_relu, relu
 from quantir.runtime.qkernels.resize_bilinear import prepare_resize_bilinear, resize_bilinear
 from quantir.runtime.qkernels.resize_nearest import resize_nearest
+from quantir.runtime.qkernels.rsqrt import RsqrtParams, prepare_rsqrt, rsqrt
 from quantir.runtime.qkernels.softmax import SoftmaxLutParams, SoftmaxParams, prepare_softmax, softmax, softmax_lut
 from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
 from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
@@ -95,5 +96,5 @@ __all__ = [
     "prepare_space_to_batch_nd", "space_to_batch_nd", "space_to_batch_nd_nhwc",
     "prepare_batch_to_space_nd", "batch_to_space_nd", "batch_to_space_nd_nhwc", "shape",
     "prepare_gelu", "gelu", "LogSoftmaxParams", "LogSoftmaxLutParams", "prepare_log_softmax", "log_softmax",
-    "log_softmax_lut",
+    "log_softmax_lut", "RsqrtParams", "prepare_rsqrt", "rsqrt",
 ]

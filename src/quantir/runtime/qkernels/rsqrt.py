@@ -1,0 +1,65 @@
+"""RSQRT, int8 (``elementwise.cc``: ``RsqrtEvalQuantizedInt8``, docs/numerics.md §2.22), both resolvers.
+
+Prepare: ``(M, s) = QuantizeMultiplier(1.0 / f32(sqrtf(s_in) · s_out))`` (the product in float32,
+the quotient in double). Per value ``v = q - zp_in``::
+
+    v < 0    LiteRT fails the invocation ("Rsqrt is only defined for positive values")
+    v == 0   127 (the largest output, whatever the parameters)
+    else     (Mi, si) = GetInvSqrtQuantizedMultiplierExp(v, -1)
+             d   = MBQM(1, Mi, si + 20)                      1/sqrt(v) in Q.20
+             out = clamp(MBQM(d, M, s - 20) + zp_out, -128, 127)
+
+The output is a function of one int8 value: the formula runs on the 256 values once (at Prepare)
+and the kernel gathers.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from quantir.numerics import get_inv_sqrt_quantized_multiplier_exp, quantize_multiplier, saturate
+from quantir.runtime.qkernels._common import (INT8_VALUES, KernelParams, QKernelError, check_quantized,
+                                              check_zero_point, lookup_table, multiply_by_quantized_multiplier)
+
+__all__ = ["RsqrtParams", "prepare_rsqrt", "rsqrt"]
+
+_SHIFT = 20   # LiteRT's kShift: the reciprocal square root kept as an integer in Q.20
+
+
+@dataclasses.dataclass(frozen=True)
+class RsqrtParams(KernelParams):
+    table: np.ndarray          # 256 entries, indexed by q + 128 (values below the zero point unused)
+    input_zero_point: int
+
+
+def _real_multiplier(input_scale: float, output_scale: float) -> float:
+    """``1. / (std::sqrt(float input_scale) * float output_scale)``: float32 until the double quotient."""
+    product = np.float32(np.sqrt(np.float32(input_scale))) * np.float32(output_scale)
+    return 1.0 / float(product)
+
+
+def prepare_rsqrt(input_scale: float, input_zero_point: int, output_scale: float,
+                  output_zero_point: int) -> RsqrtParams:
+    zp_in = check_zero_point(input_zero_point, "rsqrt", "input zero point")
+    zp_out = check_zero_point(output_zero_point, "rsqrt", "output zero point")
+    real = _real_multiplier(input_scale, output_scale)
+    if not np.isfinite(real) or real <= 0:
+        raise QKernelError(f"rsqrt: 1 / (sqrt(input scale) · output scale) = {real} from scales "
+                           f"({input_scale}, {output_scale}) is not a finite positive multiplier")
+    m, s = quantize_multiplier(real)
+    v = np.maximum(INT8_VALUES - zp_in, 1)             # v <= 0 lanes are replaced below
+    inv_m, inv_s = get_inv_sqrt_quantized_multiplier_exp(v, -1)
+    d = multiply_by_quantized_multiplier(np.ones_like(v), inv_m, np.asarray(inv_s) + _SHIFT)
+    out = saturate(multiply_by_quantized_multiplier(d, m, s - _SHIFT) + zp_out, -128, 127)
+    out = np.where(INT8_VALUES - zp_in == 0, 127, out)
+    return RsqrtParams(out.astype(np.int8), zp_in)
+
+
+def rsqrt(x: np.ndarray, *, table: np.ndarray, input_zero_point: int) -> np.ndarray:
+    x = check_quantized(x, "rsqrt", "input")
+    if x.size and int(x.min()) < input_zero_point:
+        raise QKernelError(f"rsqrt: input value {int(x.min())} is below the zero point {input_zero_point}, a "
+                           f"negative real value: LiteRT fails the invocation (Rsqrt is only defined for "
+                           f"positive values)")
+    return lookup_table(x, np.asarray(table, np.int8))
