@@ -121,12 +121,35 @@ def weighted_input(region: Region) -> Value | None:
 
 def conv_window(op: Operation, kernel: Sequence[int]) -> dict:
     """Strides, pads ``(begin..., end...)`` and dilations of a conv/pool op, as LiteRT needs them."""
+    window, reason = _window(op, kernel)
+    if reason:
+        raise QuantirError(f"'{op.label or op.name}': {reason}")
+    return window
+
+
+def dynamic_padding_reason(op: Operation, kernel: Sequence[int]) -> str | None:
+    """Why ``conv_window`` cannot give ``op`` fixed pads (for a pattern's check), else None."""
+    return _window(op, kernel)[1]
+
+
+def _window(op: Operation, kernel: Sequence[int]) -> tuple[dict, str | None]:
+    # auto_pad SAME with stride 1 pads e - 1 in total whatever the size (the output is as long as
+    # the input), so a dynamic axis still has fixed pads; with a larger stride they follow the size.
     spatial = op.operands[0].type.shape[2:]
     g = window_geometry(spatial, kernel, {k: op.attr(k) for k in ("strides", "pads", "dilations", "auto_pad")},
                         ceil_mode=bool(op.attr("ceil_mode")) if "ceil_mode" in op.opdef.attributes else False)
-    if any(p is None for p in g.pads_begin + g.pads_end):
-        raise QuantirError(f"'{op.label or op.name}': padding depends on a dynamic spatial size")
-    return {"strides": g.strides, "pads": tuple(g.pads_begin) + tuple(g.pads_end), "dilations": g.dilations}
+    begin, end = list(g.pads_begin), list(g.pads_end)
+    for i, (b, s, e) in enumerate(zip(g.pads_begin, g.strides, g.effective)):
+        if b is None and s == 1:
+            small, large = (e - 1) // 2, e - 1 - (e - 1) // 2
+            begin[i], end[i] = (small, large) if op.attr("auto_pad") == "SAME_UPPER" else (large, small)
+    window = {"strides": g.strides, "pads": tuple(begin) + tuple(end), "dilations": g.dilations}
+    if all(p is not None for p in begin + end):
+        return window, None
+    x = "x".join("?" if d is None else str(d) for d in spatial)
+    return window, (f"auto_pad {op.attr('auto_pad')} with strides {g.strides} pads by an amount that depends on "
+                    f"the run-time spatial size ({x}); quantir's integer ops take fixed pads: give the model "
+                    "static spatial sizes or explicit pads")
 
 
 def rank(v: Value) -> int | None:

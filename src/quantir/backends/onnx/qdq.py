@@ -156,12 +156,13 @@ def resize_bilinear(b: Builder, op: Operation) -> None:
     mode = ("align_corners" if op.attr("align_corners") else
             "half_pixel" if op.attr("half_pixel_centers") else "asymmetric")
     shape = op.operands[0].type.shape
-    if shape is None or None in shape[2:]:
+    factors = tuple(float(f) for f in op.attr("factors") or ())
+    if not factors and (shape is None or None in shape[2:]):
         raise UnsupportedOpError(f"{op.describe()}: Resize needs a static spatial input size, got "
                                  f"{op.operands[0].type}")
     y = b.float_op(nn.RESIZE, [b.dequantized(op.operands[0])], op, mode="linear",
                    coordinate_transformation_mode=mode,
-                   scales=(1.0, 1.0, *(resize_scale(n, m) for n, m in zip(shape[2:], op.attr("sizes")))))
+                   scales=(1.0, 1.0, *(factors or (resize_scale(n, m) for n, m in zip(shape[2:], op.attr("sizes"))))))
     finish(b, op, y)
 
 
@@ -227,11 +228,18 @@ def nearest(b: Builder, op: Operation, x: Value, out_t: TensorType) -> Value:
     # align_corners with half_pixel_centers, which no ONNX mode expresses) two Gathers with
     # LiteRT's index arrays copy the same pixels.
     shape = op.operands[0].type.shape
+    r = op.results[0]
+    flags = (bool(op.attr("align_corners")), bool(op.attr("half_pixel_centers")))
+    if op.attr("factors") and flags in ((False, False), (False, True)):
+        # power-of-two factors (quantize.ops.resize.dynamic_nearest_mode): ONNX Runtime's float32
+        # coordinates o / f and (o + 1/2) / f - 1/2 are exact, so its mode picks LiteRT's pixels at every size
+        modes = _NEAREST_AS_ONNX[flags]
+        return b.emit(nn.RESIZE, [x], out_t, name=base_name(r), label=op.label or base_name(r), like=op,
+                      mode="nearest", coordinate_transformation_mode=modes[0], nearest_mode=modes[1],
+                      scales=(1.0, 1.0, *(float(f) for f in op.attr("factors"))))
     if shape is None or None in shape[2:]:
         raise UnsupportedOpError(f"{op.describe()}: Resize needs a static spatial input size, got "
                                  f"{op.operands[0].type}")
-    r = op.results[0]
-    flags = (bool(op.attr("align_corners")), bool(op.attr("half_pixel_centers")))
     sizes = [int(n) for n in op.attr("sizes")]
     litert = [resize_nearest_indices(n, m, align_corners=flags[0], half_pixel_centers=flags[1])
               for n, m in zip(shape[2:], sizes)]

@@ -244,24 +244,38 @@ PAD = qdefine("pad", ("x",), {"pads": AttrSpec(AttrKind.INTS, required=True), "v
               _both(_shape_checker(nn.PAD), _verify_pad_value),
               "LiteRT PAD (pads with the zero point, real 0) or, with ``value`` (a stored integer), PADV2 "
               "(a max pool's explicit pads are the storage minimum).", same_scale=True)
-RESIZE_BILINEAR = qdefine("resize_bilinear", ("x",), {"sizes": AttrSpec(AttrKind.INTS, required=True),
+# Resize to ``sizes`` (H, W), or, with dynamic H, W, to the input's H, W times the integer
+# ``factors`` computed at run time (a .tflite computes its size input with SHAPE, STRIDED_SLICE, MUL)
+_RESIZE_TO = {"sizes": AttrSpec(AttrKind.INTS, default=()), "factors": AttrSpec(AttrKind.INTS, default=())}
+RESIZE_BILINEAR = qdefine("resize_bilinear", ("x",), {**_RESIZE_TO,
                                                       "half_pixel_centers": AttrSpec(AttrKind.BOOL, default=False),
                                                       "align_corners": AttrSpec(AttrKind.BOOL, default=False)},
                           None, "LiteRT RESIZE_BILINEAR, integer path.", same_scale=True)
 
 
+def resize_output_hw(op: Operation, hw: Sequence) -> tuple:
+    """H, W of a qnn resize's result for an input of spatial size ``hw`` (None stays None)."""
+    factors = tuple(op.attr("factors") or ())
+    if factors:
+        return tuple(None if n is None else int(n) * int(f) for n, f in zip(hw, factors))
+    return tuple(int(n) for n in op.attr("sizes"))
+
+
 def _verify_resize(op: Operation) -> str | None:
-    x, y, sizes = op.operands[0].type, op.results[0].type, tuple(op.attr("sizes"))
-    if len(sizes) != 2 or min(sizes) < 1:
-        return f"sizes must be two positive values (H, W), got {sizes}"
+    x, y = op.operands[0].type, op.results[0].type
+    sizes, factors = tuple(op.attr("sizes") or ()), tuple(op.attr("factors") or ())
+    if bool(sizes) == bool(factors):
+        return f"give exactly one of sizes and factors, got sizes {sizes} and factors {factors}"
+    if len(sizes or factors) != 2 or min(sizes or factors) < 1:
+        return f"{'sizes' if sizes else 'factors'} must be two positive values (H, W), got {sizes or factors}"
     if x.is_ranked and x.rank != 4:
         return f"the input must be 4-D NCHW, got {_shape(x)}"
-    if x.is_ranked and y.is_ranked and y.shape != (*x.shape[:2], *sizes):
-        return f"result shape {_shape(y)} must be the input's N, C with sizes {sizes}"
+    if x.is_ranked and y.is_ranked and y.shape != (*x.shape[:2], *resize_output_hw(op, x.shape[2:])):
+        return f"result shape {_shape(y)} must be the input's N, C with sizes {sizes or factors}"
     return None
 
 
-RESIZE_NEAREST = qdefine("resize_nearest", ("x",), {"sizes": AttrSpec(AttrKind.INTS, required=True),
+RESIZE_NEAREST = qdefine("resize_nearest", ("x",), {**_RESIZE_TO,
                                                     "align_corners": AttrSpec(AttrKind.BOOL, default=False),
                                                     "half_pixel_centers": AttrSpec(AttrKind.BOOL, default=False)},
                          _verify_resize, "LiteRT RESIZE_NEAREST_NEIGHBOR over H, W: copies stored integers "

@@ -19,7 +19,8 @@ from ..builtins import BuiltinOperator as OP
 from ..views import qparams_of
 from ..lower import Lowerer, fixed_point
 from ..params import ActParams, WeightParams, region_weights
-from ..regions import QuantizerPattern, Region, clip_fusable, conv_window, rank, with_activation
+from ..regions import (QuantizerPattern, Region, clip_fusable, conv_window, dynamic_padding_reason, rank,
+                       with_activation)
 from ..rules import ACT, BIAS, WEIGHT, OpSpec, QuantizedOp
 from .registry import QuantOp, SolverRules, declare
 
@@ -40,7 +41,7 @@ def _check_conv(m: Match) -> str | None:
         return f"only 2-D convolutions are quantized ({w.ndim - 2}-D found)"
     if rank(m["x"]) != 4:
         return "the input must be a 4-D NCHW tensor"
-    return clip_fusable(m)
+    return dynamic_padding_reason(m.ops["op"], w.shape[2:]) or clip_fusable(m)
 
 
 def _check_gemm(m: Match) -> str | None:

@@ -8,7 +8,7 @@ from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
-from ..regions import QuantizerPattern, Region, conv_window, rank, unary
+from ..regions import QuantizerPattern, Region, conv_window, dynamic_padding_reason, rank, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec
 from .registry import QuantOp, SolverRules, declare
 
@@ -33,7 +33,7 @@ def _check_pool(m: Match) -> str | None:
         return "MaxPool indices output is not quantizable"
     if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and any(op.attr("pads") or ()):
         return "AveragePool with count_include_pad=1 and padding differs from LiteRT (which skips padding)"
-    return None
+    return dynamic_padding_reason(op, op.attr("kernel_shape"))
 
 
 def _check_mean(m: Match) -> str | None:

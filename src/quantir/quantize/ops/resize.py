@@ -26,6 +26,10 @@ def _check_resize(m: Match) -> str | None:
         return "only 4-D NCHW Resize is quantized"
     if op.attr("coordinate_transformation_mode") not in ("half_pixel", "align_corners", "asymmetric"):
         return f"coordinate_transformation_mode '{op.attr('coordinate_transformation_mode')}' has no LiteRT equivalent"
+    shape = tuple(op.operands[0].type.shape)
+    if None in shape[2:]:   # LiteRT's in / out is then 1 / f, as ONNX's coordinates take it
+        found = resize_factors(shape, *resize_plan(shape, op.opdef.attr_values(op)))
+        return found if isinstance(found, str) else None
     return None
 
 
@@ -83,7 +87,7 @@ def litert_nearest_mode(op: Operation) -> tuple[bool, bool] | str:
     if any(out[a] != shape[a] or scales[a] != 1.0 for a in (0, 1)):
         return f"only H and W may be resized (input {_dims(shape)}, output {_dims(out)})"
     if any(d is None for d in (*shape[2:], *out[2:])) or None in scales[2:]:
-        return f"Resize nearest needs static spatial sizes (input {_dims(shape)}, output {_dims(out)})"
+        return dynamic_nearest_mode(shape, out, scales, cmode, nmode)
     if any(not 0 < d <= _MAX_NEAREST_AXIS for d in (*shape[2:], *out[2:])):
         # comparing the index rules costs memory per output row/column; an empty or absurd size is no image
         return (f"Resize nearest from {_dims(shape[2:])} to {_dims(out[2:])}: spatial sizes must be in "
@@ -111,6 +115,50 @@ def litert_nearest_mode(op: Operation) -> tuple[bool, bool] | str:
 _MAX_NEAREST_AXIS = 1 << 24
 
 
+def resize_factors(shape, out, scales) -> tuple[int, int] | str:
+    """The H, W factors of a Resize whose spatial sizes are dynamic: its scales, when both are
+    powers of two (1, 2, 4, ...), else why the integer op cannot follow every size."""
+    hw = scales[2:]
+    if None in hw:
+        return f"Resize to sizes computed at run time (input {_dims(shape)}, output {_dims(out)}) is not quantized"
+    if any(not (s >= 1 and float(s).is_integer() and int(s) & (int(s) - 1) == 0) for s in hw):
+        # LiteRT forms in / out and o · (in / out) in float32: exact for every size only when
+        # out / in is a power of two, so only then is one index rule right at all sizes
+        return (f"Resize with scales {tuple(float(s) for s in hw)} on the dynamic spatial sizes of {_dims(shape)}: "
+                "only power-of-two integer factors (1, 2, 4, ...) map pixels like LiteRT at every size")
+    return int(hw[0]), int(hw[1])
+
+
+def dynamic_nearest_mode(shape, out, scales, cmode: str, nmode: str) -> tuple[bool, bool] | str:
+    """The LiteRT mode that copies ONNX's pixels at *every* size, for a nearest Resize with dynamic
+    H, W and power-of-two factors ``f``, or why there is none.
+
+    Every ONNX mode but align_corners (and tf_crop_and_resize, refused before) then takes the
+    source coordinate ``o / f + c`` (``out = n · f`` exactly: half_pixel_symmetric's offset is
+    0), and LiteRT's default and half_pixel_centers modes ``floor((o + c') / f)``, exactly in
+    float32 for sizes below 2**23. Unclamped, both indices grow by one when ``o`` grows by
+    ``f``, so their difference has period ``f``, and both clamp to ``[0, n - 1]``. With ``n = 3``
+    the middle period ``o in [f, 2f)`` is never clamped (its indices are 0, 1 or 2): equal
+    indices there mean equal unclamped indices everywhere, hence equal clamped ones at every
+    ``n``; ``n = 1, 2`` are compared too, the cases with no middle period.
+    """
+    factors = resize_factors(shape, out, scales)
+    if isinstance(factors, str):
+        return factors
+    if cmode == "align_corners" and factors != (1, 1):
+        return (f"Resize nearest (align_corners) on the dynamic spatial sizes of {_dims(shape)}: its index rule "
+                "depends on the size, so no one LiteRT mode can be proven equal for every size")
+    preferred = _NEAREST_AS_LITERT.get((cmode, nmode))
+    affine = [f for f in LITERT_NEAREST_MODES if not f[0]]   # align_corners' rule depends on the size
+    for flags in [preferred] * (preferred in affine) + [f for f in affine if f != preferred]:
+        if all(np.array_equal(onnx_nearest_indices(n, n * f, float(f), cmode, nmode),
+                              resize_nearest_indices(n, n * f, align_corners=flags[0], half_pixel_centers=flags[1]))
+               for f in factors for n in (1, 2, 3)):
+            return flags
+    return (f"Resize nearest ({cmode}, {nmode}) by {factors[0]}x{factors[1]} on dynamic spatial sizes: no LiteRT "
+            "mode copies the same pixels")
+
+
 def _dims(shape) -> str:
     return "x".join("?" if d is None else str(d) for d in shape)
 
@@ -131,16 +179,25 @@ def lower_resize(lw: Lowerer, r: Region) -> Value:
     op = r.match.ops["op"]
     mode = op.attr("coordinate_transformation_mode")
     y_t = lw.out_type(r)
-    return lw.emit(qnn.RESIZE_BILINEAR.build([lw.input(r.match["x"])], [y_t], sizes=y_t.shape[2:],
+    return lw.emit(qnn.RESIZE_BILINEAR.build([lw.input(r.match["x"])], [y_t], **_target(op, y_t),
                                              half_pixel_centers=mode == "half_pixel",
                                              align_corners=mode == "align_corners"), op).result
+
+
+def _target(op: Operation, y_t) -> dict:
+    """``sizes`` when the output's H, W are static, else the run-time ``factors`` (checked first)."""
+    if None not in y_t.shape[2:]:
+        return {"sizes": y_t.shape[2:]}
+    shape = tuple(op.operands[0].type.shape)
+    out, scales = resize_plan(shape, op.opdef.attr_values(op))
+    return {"factors": resize_factors(shape, out, scales)}
 
 
 def lower_resize_nearest(lw: Lowerer, r: Region) -> Value:
     op = r.match.ops["op"]
     align_corners, half_pixel_centers = litert_nearest_mode(op)   # the pattern's check found one
     y_t = lw.out_type(r)
-    return lw.emit(qnn.RESIZE_NEAREST.build([lw.input(r.match["x"])], [y_t], sizes=y_t.shape[2:],
+    return lw.emit(qnn.RESIZE_NEAREST.build([lw.input(r.match["x"])], [y_t], **_target(op, y_t),
                                             align_corners=align_corners,
                                             half_pixel_centers=half_pixel_centers), op).result
 

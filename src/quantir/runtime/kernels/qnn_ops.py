@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import quote_name
 from ...ir import Operation
-from ...ir.dialects import quant
+from ...ir.dialects import qnn, quant
 from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
 from .. import qkernels as qk
 from .limits import check_allocation
@@ -163,12 +163,14 @@ def pad(op: Operation, x):
 
 
 def resize_bilinear(op: Operation, x):
-    return qk.resize_bilinear(x, size=tuple(op.attr("sizes")), align_corners=bool(op.attr("align_corners")),
+    return qk.resize_bilinear(x, size=qnn.resize_output_hw(op, x.shape[2:]),
+                              align_corners=bool(op.attr("align_corners")),
                               half_pixel_centers=bool(op.attr("half_pixel_centers")))
 
 
 def resize_nearest(op: Operation, x):
-    return qk.resize_nearest(x, size=tuple(op.attr("sizes")), align_corners=bool(op.attr("align_corners")),
+    return qk.resize_nearest(x, size=qnn.resize_output_hw(op, x.shape[2:]),
+                             align_corners=bool(op.attr("align_corners")),
                              half_pixel_centers=bool(op.attr("half_pixel_centers")))
 
 
