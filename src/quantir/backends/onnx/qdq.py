@@ -123,6 +123,22 @@ def rsqrt(b: Builder, op: Operation) -> None:
     finish(b, op, b.float_op(nn.UNARY["reciprocal"], [root], op))
 
 
+def batch_matmul(b: Builder, op: Operation) -> None:
+    """BATCH_MATMUL as MatMul, after a Transpose of the last two dims of an operand with adj_x / adj_y."""
+    operands = []
+    for v, adj in zip(op.operands, (op.attr("adj_x"), op.attr("adj_y"))):
+        if not adj:
+            operands.append(b.dequantized(v))
+            continue
+        n, s = len(v.type.shape), v.type.shape   # transposed on int8 (data movement), then dequantized
+        t = v.type.clone(shape=(*s[:-2], s[-1], s[-2]))
+        xt = b.emit(nn.TRANSPOSE, [b.value(v)], t, name=f"{base_name(v)}__adj", label=f"{op.label or base_name(v)}/adj",
+                    like=op, perm=(*range(n - 2), n - 1, n - 2))
+        operands.append(b.emit(quant.DCAST, [xt], float_type(t), name=f"{base_name(v)}__adj__dq",
+                               label=f"{base_name(v)}/adj/dequantize"))
+    finish(b, op, b.float_op(nn.MATMUL, operands, op))
+
+
 def pad_constant(op: Operation) -> float | None:
     """A PADV2 value as the float Pad constant ``scale · (value - zp)``; None (0.0) for the zero point."""
     value = op.attr("value")
@@ -336,6 +352,7 @@ CONVERT = {
     qnn.L2_NORMALIZATION: _float(nn.LP_NORMALIZATION, axis=-1, p=2),
     qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
     qnn.RSQRT: rsqrt,
+    qnn.BATCH_MATMUL: batch_matmul,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
     **select.QDQ,        # maximum, minimum, arg_max, shape and the comparisons (select.py)

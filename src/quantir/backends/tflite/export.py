@@ -68,6 +68,7 @@ from quantir.backends.tflite.schema import (
     FullyConnectedOptions,
     GatherOptions,
     GeluOptions,
+    BatchMatMulOptions,
     L2NormOptions,
     LogSoftmaxOptions,
     LeakyReluOptions,
@@ -659,6 +660,13 @@ def arg_max(ex: _Exporter, op: Operation) -> None:
             Form.ASIS, ArgMaxOptions(output_type=out_type))
 
 
+def batch_matmul(ex: _Exporter, op: Operation) -> None:
+    """BATCH_MATMUL over the IR's last two dims, in the IR's layout; adj_x/adj_y as the op has them."""
+    a, b = op.operands
+    ex.emit(OP.BATCH_MATMUL, op, [ex.get(a, Form.ASIS), ex.get(b, Form.ASIS)], Form.ASIS,
+            BatchMatMulOptions(adj_x=bool(op.attr("adj_x")), adj_y=bool(op.attr("adj_y"))))
+
+
 def shape(ex: _Exporter, op: Operation) -> None:
     """SHAPE of the IR's layout (the NCHW dims the float model's Shape gives), as i64."""
     ex.emit(OP.SHAPE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS, ShapeOptions(out_type=TFLiteTensorType.INT64))
@@ -695,6 +703,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
     qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
     **{opdef: _compare(*code) for opdef, code in _COMPARE_OPTIONS.items()}, qnn.ARG_MAX: arg_max, nn.SHAPE: shape,
+    qnn.BATCH_MATMUL: batch_matmul,
 }
 
 

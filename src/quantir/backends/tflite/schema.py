@@ -152,6 +152,7 @@ class BuiltinOptionsType(IntEnum):
     ShapeOptions = 55
     LogSoftmaxOptions = 36
     GeluOptions = 116
+    BatchMatMulOptions = 101
 
 
 # ---------------------------------------------------------------------------
@@ -545,6 +546,14 @@ class GeluOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class BatchMatMulOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.BatchMatMulOptions
+    adj_x: bool = _slot(0, "bool", False)
+    adj_y: bool = _slot(1, "bool", False)
+    asymmetric_quantize_inputs: bool = _slot(2, "bool", False)
+
+
+@dataclass(frozen=True)
 class RawOptions(BuiltinOptions):
     """Options of a union member this module does not declare (reader only): the raw table.
 
@@ -566,7 +575,7 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 MaximumMinimumOptions, HardSwishOptions,
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
-                LogSoftmaxOptions, GeluOptions)
+                LogSoftmaxOptions, GeluOptions, BatchMatMulOptions)
 }
 
 
@@ -653,6 +662,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.LOG_SOFTMAX: LogSoftmaxOptions,
     BuiltinOperator.GELU: GeluOptions,
     BuiltinOperator.RSQRT: None,
+    BuiltinOperator.BATCH_MATMUL: BatchMatMulOptions,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's

@@ -175,6 +175,13 @@ def _pad_value(ctx: OpContext) -> int | None:
     return None if int(value[0]) == q_out.zero_point[0] else int(value[0])
 
 
+def batch_matmul(ctx: OpContext) -> None:
+    """BATCH_MATMUL reads its operands' last two dims: both in their own (IR) layout."""
+    a, b = (ctx.input(i, L.identity(ctx.rank(i))) for i in (0, 1))
+    ctx.emit(qnn.BATCH_MATMUL, [a, b], L.identity(max(ctx.rank(0), ctx.rank(1))),
+             adj_x=bool(ctx.options.adj_x), adj_y=bool(ctx.options.adj_y))
+
+
 def _leaky(o) -> dict:
     return {"alpha": o.alpha}
 
@@ -185,6 +192,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.LOGISTIC: _unary(qnn.LOGISTIC),
     OP.TANH: _unary(qnn.TANH),
     OP.RSQRT: _unary(qnn.RSQRT),
+    OP.BATCH_MATMUL: batch_matmul,
     OP.HARD_SWISH: _unary(qnn.HARD_SWISH),
     OP.GELU: _unary(qnn.GELU, lambda o: {"approximate": bool(o.approximate)}),
     OP.LEAKY_RELU: _unary(qnn.LEAKY_RELU, _leaky),

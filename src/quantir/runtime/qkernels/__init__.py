@@ -60,6 +60,7 @@ from quantir.runtime.qkernels.relu import ReluParams, prepare_relu, relu
 from quantir.runtime.qkernels.resize_bilinear import prepare_resize_bilinear, resize_bilinear
 from quantir.runtime.qkernels.resize_nearest import resize_nearest
 from quantir.runtime.qkernels.rsqrt import RsqrtParams, prepare_rsqrt, rsqrt
+from quantir.runtime.qkernels.batch_matmul import BatchMatMulParams, batch_matmul, prepare_batch_matmul
 from quantir.runtime.qkernels.softmax import SoftmaxLutParams, SoftmaxParams, prepare_softmax, softmax, softmax_lut
 from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
 from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
@@ -97,4 +98,5 @@ __all__ = [
     "prepare_batch_to_space_nd", "batch_to_space_nd", "batch_to_space_nd_nhwc", "shape",
     "prepare_gelu", "gelu", "LogSoftmaxParams", "LogSoftmaxLutParams", "prepare_log_softmax", "log_softmax",
     "log_softmax_lut", "RsqrtParams", "prepare_rsqrt", "rsqrt",
+    "BatchMatMulParams", "prepare_batch_matmul", "batch_matmul",
 ]
