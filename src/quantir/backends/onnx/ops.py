@@ -271,7 +271,17 @@ def _onnx_op(ctx: "NodeContext", op: Operation) -> None:
     ctx.node(op, node.op_type, inputs, ctx.result_names(op), list(node.attribute), domain=domain)
 
 
+def _dynamic_reshape(ctx: "NodeContext", op: Operation) -> None:
+    """Reshape with the target as the node's input 1, the run-time shape operand (``dims`` is
+    quantir's knowledge of the result, not an ONNX attribute)."""
+    schema("Reshape", ctx.opset, ctx.describe(op))
+    attrs = ([attribute("allowzero", AttrKind.INT, op.attr("allowzero"), ctx.describe(op))]
+             if op.attr("allowzero") else [])
+    ctx.node(op, "Reshape", [ctx.name(v) for v in op.operands], ctx.result_names(op), attrs)
+
+
 CUSTOM: dict[OpDef, Callable[["NodeContext", Operation], None]] = {
     nn.SPLIT: _split,
+    nn.DYNAMIC_RESHAPE: _dynamic_reshape,
     nn.ONNX_OP: _onnx_op,
 }

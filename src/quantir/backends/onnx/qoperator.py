@@ -38,7 +38,7 @@ from ...errors import UnsupportedOpError
 from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
-from ...types import TensorType
+from ...types import IntegerType, TensorType
 from . import qdq, space_batch
 from .builder import Builder, activation_of, activation_range, base_name, qtype, same_params
 
@@ -92,11 +92,23 @@ def fully_connected(b: Builder, op: Operation) -> None:
                   transB=1)
     if flat:
         out_shape = r.type.shape
-        if out_shape is None or sum(d is None for d in out_shape) > 1:
+        if out_shape is None:
             raise UnsupportedOpError(f"{op.describe()}: QGemm on an input of shape "
-                                     f"{_fmt(shape)} needs at most one dynamic leading dim")
-        q = b.emit(nn.RESHAPE, [q], r.type, name=_result_name(op), label=f"{op.label or base_name(r)}/unflatten",
-                   like=op, shape=tuple(-1 if d is None else d for d in out_shape))
+                                     f"{_fmt(shape)} needs a ranked input")
+        if sum(d is None for d in out_shape) > 1:
+            # several dynamic leading dims: the unflatten target is x's leading dims, read at run time
+            lead = b.emit(nn.SHAPE, [b.value(x)], TensorType((len(shape) - 1,), IntegerType(64)),
+                          name=f"{base_name(r)}_lead", label=f"{op.label or base_name(r)}/lead", like=op, end=-1)
+            n = b.const(np.asarray([w.type.shape[0]], np.int64), f"{base_name(r)}_n")
+            target = b.emit(nn.CONCAT, [lead, n], TensorType((len(out_shape),), IntegerType(64)),
+                            name=f"{base_name(r)}_target", label=f"{op.label or base_name(r)}/target", like=op, axis=0)
+            q = b.emit(nn.DYNAMIC_RESHAPE, [q, target], r.type, name=_result_name(op),
+                       label=f"{op.label or base_name(r)}/unflatten", like=op,
+                       dims=tuple(-1 if d is None else d for d in out_shape))
+        else:
+            q = b.emit(nn.RESHAPE, [q], r.type, name=_result_name(op),
+                       label=f"{op.label or base_name(r)}/unflatten",
+                       like=op, shape=tuple(-1 if d is None else d for d in out_shape))
     finish(b, op, q)
 
 

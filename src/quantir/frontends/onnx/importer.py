@@ -16,6 +16,7 @@ Design notes
 from __future__ import annotations
 
 import base64
+import warnings
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -101,13 +102,6 @@ class NodeContext:
             if v is None:
                 continue
             array = constant_value(v)
-            if array is None and self.op_type == "Reshape":
-                sym = symbolic.lookup(v, self.importer.symbolic)
-                allowzero = next((a.i for a in self.node.attribute if a.name == "allowzero"), 0)
-                resolved = symbolic.resolve_reshape(self.input(0), sym, allowzero) if sym else None
-                if resolved is not None:
-                    out[spec.attr] = resolved
-                    continue
             if array is None:
                 raise UnsupportedOpError(
                     f"input {spec.index} ({quote_name(self.node.input[spec.index])}, the {spec.attr}) of "
@@ -178,8 +172,8 @@ class NodeContext:
         results = op.results
         if folded is not None:
             results = [c.results[0] for c in replace_with_constants(op, folded)]
-        else:
-            symbolic.evaluate(op, self.importer.symbolic)
+        elif (known := symbolic.evaluate(op, self.importer.symbolic)) is not None:
+            results = [c.results[0] for c in replace_with_constants(op, [known])]
         return list(results)
 
 
@@ -329,8 +323,15 @@ class GraphImporter:
             return
         mismatch = declared.element_type != ours.element_type
         if declared.shape is not None and ours.shape is not None:
-            mismatch |= len(declared.shape) != len(ours.shape) or any(
-                a is not None and b is not None and a != b for a, b in zip(declared.shape, ours.shape))
+            conflict = any(a is not None and b is not None and a != b for a, b in zip(declared.shape, ours.shape))
+            if len(declared.shape) != len(ours.shape) and None in ours.shape and not conflict and not mismatch:
+                # a shape computed at run time: ONNX Runtime runs such a file and warns about the
+                # declared rank too, so the model's graph, not its declaration, decides
+                warnings.warn(f"{self.source}: graph output {quote_name(out.name)} is declared as {declared}, but "
+                              f"its graph computes {ours} (ONNX Runtime returns that rank as well); quantir "
+                              f"keeps the computed type", UserWarning, stacklevel=2)
+                return
+            mismatch |= len(declared.shape) != len(ours.shape) or conflict
         if mismatch:
             raise self.error(ShapeError, f"graph output {quote_name(out.name)} is declared as {declared} but "
                                          f"quantir infers "

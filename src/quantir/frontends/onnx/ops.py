@@ -19,11 +19,12 @@ import numpy as np
 from onnx import TensorProto
 
 from ...errors import UnsupportedOpError, VerifyError, quote_name
-from ...ir import lookup
+from ...ir import BlockArgument, lookup
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
 from ...ir.opdef import OpDef
 from ...passes.fold_constants import constant_value
+from . import symbolic
 from .dtypes import element_type
 
 
@@ -227,6 +228,36 @@ def _integer_product(opdef):
     return convert
 
 
+def _reshape(ctx):
+    """A constant target, or one the symbolic evaluator proves equal to a constant (``0`` copies
+    a dim of the data, one ``-1`` is fixed by the element count): ``nn.reshape``. Otherwise the
+    target is computed at run time: ``nn.dynamic_reshape`` reads it as an operand."""
+    data, target = ctx.input(0), ctx.input(1)
+    attrs = ctx.attributes()
+    allowzero = attrs.get("allowzero", 0)
+    array = constant_value(target)
+    if array is not None:
+        return ctx.emit(nn.RESHAPE, [data], shape=_ints(array), **attrs)
+    sym = symbolic.lookup(target, ctx.importer.symbolic)
+    resolved = symbolic.resolve_reshape(data, sym, allowzero) if sym is not None else None
+    if resolved is not None:
+        return ctx.emit(nn.RESHAPE, [data], shape=resolved, **attrs)
+    if isinstance(target, BlockArgument):
+        # fed by the caller rather than computed from the data's shape: a value to bind, not to follow
+        raise UnsupportedOpError(
+            f"input 1 ({quote_name(ctx.node.input[1])}, the shape) of Reshape must be a constant for quantir to know "
+            f"the result's shape, but it is computed at run time and does not fold to a constant; it is a graph "
+            f"input: bind it with load_onnx(..., constant_inputs=...)")
+    length = symbolic.static_length(target, sym)
+    if length is None:
+        raise UnsupportedOpError(
+            f"the target shape (input 1, {quote_name(ctx.node.input[1])}) is computed at run time as "
+            f"'{target.type}'; quantir expected a 1-D integer tensor whose length (the result's rank) is known "
+            f"before running")
+    dims = symbolic.reshape_dims(data, sym, length, allowzero)
+    return ctx.emit(nn.DYNAMIC_RESHAPE, [data, target], dims=dims, **attrs)
+
+
 def _batch_norm(ctx):
     if len([o for o in ctx.node.output if o]) > 1:
         raise UnsupportedOpError("BatchNormalization with running mean/var outputs (training) is not supported")
@@ -243,6 +274,7 @@ CUSTOM: dict[str, Callable] = {
     "ConvInteger": _integer_product(nn.CONV_INTEGER),
     "MatMulInteger": _integer_product(nn.MATMUL_INTEGER),
     "BatchNormalization": _batch_norm,
+    "Reshape": _reshape,
 }
 
 # Attributes whose ONNX value is a type code.

@@ -42,6 +42,7 @@ from .nn_quant import DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR, QUANTIZE_LINEA
 from .nn_reduce import ARG_MAX, ARG_MIN, REDUCE, REDUCE_MEAN  # noqa: F401
 from .nn_shape import (CONSTANT_OF_SHAPE, DEPTH_TO_SPACE, EXPAND, FLATTEN, RANGE, RESHAPE, SHAPE,  # noqa: F401
                        SIZE, SPACE_TO_DEPTH, SQUEEZE, TILE, TRANSPOSE, UNSQUEEZE)
+from .nn_shape import DYNAMIC_RESHAPE  # noqa: F401
 
 ONNX_OP = define(
     "onnx_op", (variadic("inputs"),), (variadic_results("outputs"),),

@@ -1,10 +1,12 @@
-"""Shape manipulation: ``nn.reshape``, ``flatten``, ``transpose``, ``squeeze``, ``unsqueeze``,
+"""Shape manipulation: ``nn.reshape`` (and ``nn.dynamic_reshape``, its target a run-time tensor),
+``flatten``, ``transpose``, ``squeeze``, ``unsqueeze``,
 ``expand``, ``tile``, ``depth_to_space``, ``space_to_depth``, and the shape-computing ops
 ``nn.shape``, ``nn.size``, ``nn.constant_of_shape``, ``nn.range`` that exporters leave in
 graphs (the constant-folding pass evaluates them away when their inputs are known)."""
 from __future__ import annotations
 
 from ...errors import ShapeError
+from ...types import IntegerType
 from ..opdef import numpy_to_element_type
 from .nn_base import (F32, I64, INT, INTS, STRING, ELEMENTS, broadcast_shapes, check_choice, define, elt,
                       fmt_shape, normalize_axes, prod, rank_of, shape_of, tensor)
@@ -49,6 +51,25 @@ def reshape_shape(src, target, allowzero: int):
 
 def _reshape(types, attrs):
     return [tensor(reshape_shape(shape_of(types[0]), attrs["shape"], attrs["allowzero"]), elt(types[0]))]
+
+
+def _dynamic_reshape(types, attrs):
+    """The rank is the shape operand's length; ``dims`` holds the result dims the importer
+    proved (``-1``: known only at run time)."""
+    s = shape_of(types[1])
+    et = elt(types[1])
+    if s is None or len(s) != 1 or s[0] is None or not isinstance(et, IntegerType):
+        raise ShapeError(f"dynamic_reshape needs its shape as a 1-D integer tensor of static length (the result's "
+                         f"rank), got '{types[1]}'")
+    dims = tuple(attrs["dims"])
+    if len(dims) != s[0] or any(d < -1 for d in dims):
+        raise ShapeError(f"dynamic_reshape dims {dims} must be {s[0]} sizes >= 0 or -1 (unknown)")
+    out = tuple(None if d == -1 else d for d in dims)
+    src = shape_of(types[0])
+    if src is not None and None not in out and prod(src) is not None and prod(src) != prod(out):
+        raise ShapeError(f"cannot reshape {fmt_shape(src)} ({prod(src)} elements) to {fmt_shape(out)} "
+                         f"({prod(out)} elements)")
+    return [tensor(out, elt(types[0]))]
 
 
 def _flatten(types, attrs):
@@ -179,6 +200,10 @@ def _range(types, attrs):
 
 RESHAPE = define("reshape", ("data",), ("reshaped",), {"shape": INTS(required=True), "allowzero": INT(0)},
                  _reshape, summary="ONNX Reshape with a constant target shape.")
+DYNAMIC_RESHAPE = define(
+    "dynamic_reshape", ("data", "shape"), ("reshaped",), {"dims": INTS(required=True), "allowzero": INT(0)},
+    _dynamic_reshape, summary="ONNX Reshape whose target shape is computed at run time (an i64 operand); "
+                              "``dims`` are the result dims known before running (-1: unknown).")
 FLATTEN = define("flatten", ("input",), ("output",), {"axis": INT(1)}, _flatten,
                  summary="Collapse to 2-D: (prod(dims[:axis]), prod(dims[axis:])).")
 TRANSPOSE = define("transpose", ("data",), ("transposed",), {"perm": INTS()}, _transpose,

@@ -296,7 +296,7 @@ CLAMP = qdefine("clamp", ("x",), dict(_ACT), _both(_verify_activation, _same_sha
 # element type, and their kernels copy stored integers.
 DATA_MOVEMENT: frozenset[OpDef] = frozenset({nn.RESHAPE, nn.FLATTEN, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE,
                                              nn.SLICE, nn.GATHER, nn.SPLIT, nn.DEPTH_TO_SPACE,
-                                             nn.SPACE_TO_DEPTH, nn.IDENTITY})
+                                             nn.SPACE_TO_DEPTH, nn.IDENTITY, nn.DYNAMIC_RESHAPE})
 
 
 def _space_batch_checker(pairs_name: str, to_batch: bool):

@@ -14,7 +14,7 @@ from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec
-from .registry import QuantOp, SolverRules, declare
+from .registry import Format, QuantOp, SolverRules, declare
 
 
 def _check_pad(m: Match) -> str | None:
@@ -71,6 +71,31 @@ def _movement(opdef, builtin: OP, row: OpSpec, pattern: QuantizerPattern | None 
 _RESHAPE_ROW = OpSpec((ACT, ANY), SAME_AS(0))
 RESHAPE = _movement(nn.RESHAPE, OP.RESHAPE, _RESHAPE_ROW, QuantizerPattern(
     "reshape", Pat.alt(unary(nn.RESHAPE), unary(nn.FLATTEN)), lower_data_movement))
+
+
+def lower_dynamic_reshape(lw: Lowerer, r: Region) -> Value:
+    """The float op on the integer data; the shape operand is integer shape math that stays as it is."""
+    op = r.match.ops["op"]
+    x = lw.input(r.match["x"])
+    new = Operation(op.opdef, [x, lw.floating(op.operands[1])], [lw.out_type(r)], dict(op.attributes), op.loc,
+                    op.label)
+    return lw.emit(new).result
+
+
+# A Reshape whose target is computed at run time (Shape -> Gather -> Concat of dynamic dims)
+# moves the stored integers like any Reshape: same scale, and LiteRT's RESHAPE reads the target
+# from its second input tensor anyway.
+DYNAMIC_RESHAPE = declare(QuantOp(
+    nn.DYNAMIC_RESHAPE, OP.RESHAPE, _RESHAPE_ROW,
+    patterns=(QuantizerPattern("dynamic_reshape", Pat.op(nn.DYNAMIC_RESHAPE, Pat.any("x"), Pat.any(), name="op"),
+                               lower_dynamic_reshape, doc="Reshape to a shape computed at run time"),),
+    qdq_ops=(nn.DYNAMIC_RESHAPE,),
+    # a target that does not fold has two or more dims known only at run time, and the .tflite
+    # writer keeps a dynamic batch only (every other dim is written static)
+    cannot={Format.TFLITE_EXPORT: "a reshape whose target is computed at run time has two or more dynamic dims; "
+                                  "quantir's .tflite writer keeps only the batch dynamic (shape_signature)",
+            Format.TFLITE_IMPORT: "the .tflite reader reads every RESHAPE back as nn.reshape (a .tflite quantir "
+                                  "writes never holds a reshape to a run-time target)"}))
 FLATTEN = _movement(nn.FLATTEN, OP.RESHAPE, _RESHAPE_ROW, doc="matched by the reshape pattern")
 TRANSPOSE = _movement(nn.TRANSPOSE, OP.TRANSPOSE, OpSpec((ACT, ANY), SAME_AS(0)),
                       QuantizerPattern("transpose", unary(nn.TRANSPOSE),

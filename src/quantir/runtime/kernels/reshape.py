@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ...errors import ShapeError
 from ...ir.dialects import nn
 from ...ir.dialects.nn_shape import reshape_shape
 
@@ -38,4 +41,16 @@ def _reshape_kernel(rule):
     return lambda op, x: x.reshape(rule(op, x.shape))
 
 
+def dynamic_reshape(op, x, shape):
+    """ONNX Reshape with the target read at run time; a result that contradicts the dims the
+    importer proved (the type the rest of the graph was built on) is refused."""
+    target = reshape_shape(x.shape, tuple(int(d) for d in np.asarray(shape).reshape(-1)), op.attr("allowzero"))
+    proved = op.attr("dims")
+    if len(target) != len(proved) or any(p >= 0 and p != d for p, d in zip(proved, target)):
+        raise ShapeError(f"dynamic_reshape: the shape {tuple(int(d) for d in shape)} computed at run time gives "
+                         f"{target}, but the model's types say {tuple(None if p < 0 else p for p in proved)}")
+    return x.reshape(target)
+
+
 KERNELS = {opdef: _reshape_kernel(rule) for opdef, rule in TARGET_SHAPES.items()}
+KERNELS[nn.DYNAMIC_RESHAPE] = dynamic_reshape

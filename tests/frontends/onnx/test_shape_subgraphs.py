@@ -1,0 +1,137 @@
+"""Shape subgraphs with dynamic dims: what folds to a constant Reshape, what is reshaped at run
+time, and the typed error for a target quantir cannot follow. ONNX Runtime is the oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper  # noqa: E402
+
+from quantir.errors import UnsupportedOpError  # noqa: E402
+from quantir.frontends.onnx import load_onnx  # noqa: E402
+from quantir.ir.dialects import nn  # noqa: E402
+from quantir.runtime import run  # noqa: E402
+
+
+def _i64(*v):
+    return np.asarray(v, np.int64)
+
+
+def _dim(shape_of: str, index: int, out: str) -> list:
+    """``Unsqueeze(Gather(Shape(shape_of), index))`` as the 1-element tensor ``out``."""
+    return [helper.make_node("Shape", [shape_of], [f"{out}_s"]),
+            helper.make_node("Gather", [f"{out}_s", f"{out}_i"], [f"{out}_g"], axis=0),
+            helper.make_node("Unsqueeze", [f"{out}_g", "axes0"], [out])], {f"{out}_i": np.int64(index)}
+
+
+def _ops(module, opdef):
+    return [op for op in module.main.ops if op.opdef is opdef]
+
+
+def _check_against_ort(model, feeds_list):
+    module = load_onnx(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feeds in feeds_list:
+        want = sess.run(None, feeds)
+        got = list(run(module, feeds).values())
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+    return module
+
+
+def test_arithmetic_on_dims_folds_to_a_constant_reshape(make_onnx_model, rng):
+    # ddddocr's CRNN: x.view(n, c, h * w) with a dynamic batch and width, then (n * c, h * w)
+    d0, i0 = _dim("x", 0, "d0")
+    d1, i1 = _dim("x", 1, "d1")
+    d2, i2 = _dim("x", 2, "d2")
+    d3, i3 = _dim("x", 3, "d3")
+    nodes = [*d0, *d1, *d2, *d3,
+             helper.make_node("Mul", ["d2", "d3"], ["hw"]),
+             helper.make_node("Concat", ["d0", "d1", "hw"], ["t1"], axis=0),
+             helper.make_node("Reshape", ["x", "t1"], ["y"]),
+             helper.make_node("Mul", ["d0", "d1"], ["nc"]),
+             helper.make_node("Identity", ["hw"], ["hw2"]),
+             helper.make_node("Concat", ["nc", "hw2"], ["t2"], axis=0),
+             helper.make_node("Reshape", ["y", "t2"], ["z"])]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 2, 4, "W"))],
+                            [("z", np.float32, None)], {**i0, **i1, **i2, **i3, "axes0": _i64(0)})
+    module = _check_against_ort(model, [{"x": rng.standard_normal((n, 2, 4, w)).astype(np.float32)}
+                                        for n, w in ((1, 5), (3, 2))])
+    # (n, c, h * w): position 0 copies x's own dim, the one unknown product is fixed by the count
+    assert [tuple(op.attr("shape")) for op in _ops(module, nn.RESHAPE)] == [(0, 2, -1)]
+    # (n * c, h * w) of y = (n, 2, 4w): neither a copy nor the only unknown, so it is read at run time
+    dyn, = _ops(module, nn.DYNAMIC_RESHAPE)
+    assert dyn.results[0].type.shape == (None, None)
+
+
+def test_static_dims_of_a_dynamic_shape_fold(make_onnx_model, rng):
+    # Gather(Shape(x), 2) of a static dim is a constant even though Shape(x) is not
+    d2, i2 = _dim("x", 2, "d2")
+    d3, i3 = _dim("x", 3, "d3")
+    nodes = [*d2, *d3, helper.make_node("Sub", ["d2", "one"], ["a"]), helper.make_node("Add", ["a", "d3"], ["b"]),
+             helper.make_node("Div", ["b", "two"], ["c"]),
+             helper.make_node("Concat", ["minus1", "c"], ["t"], axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"])]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 3, 5, 3))], [("y", np.float32, None)],
+                            {**i2, **i3, "axes0": _i64(0), "one": _i64(1), "two": _i64(2), "minus1": _i64(-1)})
+    module = _check_against_ort(model, [{"x": rng.standard_normal((n, 3, 5, 3)).astype(np.float32)}
+                                        for n in (1, 2)])
+    assert [tuple(op.attr("shape")) for op in _ops(module, nn.RESHAPE)] == [(-1, 3)]
+
+
+def test_reshape_to_the_runtime_shape_of_another_tensor(make_onnx_model, rng):
+    # PP-OCR's attention: Reshape(q * scale, Shape(k)) with dynamic batch and sequence
+    nodes = [helper.make_node("Transpose", ["x"], ["k"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["k"], ["k2"], perm=[0, 2, 1, 3]),
+             helper.make_node("Shape", ["k"], ["ks"]),
+             helper.make_node("Mul", ["k2", "scale"], ["q"]),
+             helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["qt", "ks"], ["y"])]
+    model = make_onnx_model(nodes, [("x", np.float32, ("N", 2, "T", 3))], [("y", np.float32, ("N", "T", 2, 3))],
+                            {"scale": np.float32(0.5)})
+    module = _check_against_ort(model, [{"x": rng.standard_normal((n, 2, t, 3)).astype(np.float32)}
+                                        for n, t in ((1, 7), (2, 4))])
+    dyn, = _ops(module, nn.DYNAMIC_RESHAPE)
+    assert dyn.results[0].type.shape == (None, None, 2, 3)   # the static dims of Shape(k) are proved
+
+
+def test_a_dynamic_reshape_refuses_a_shape_with_another_element_count(make_onnx_model, rng):
+    nodes = [helper.make_node("Shape", ["k"], ["ks"]), helper.make_node("Reshape", ["x", "ks"], ["y"])]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 6)), ("k", np.float32, ("A", "B", 3))],
+                            [("y", np.float32, ("A", "B", 3))])
+    module = load_onnx(model)
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    k = np.zeros((2, 2, 3), np.float32)
+    np.testing.assert_array_equal(run(module, {"x": x, "k": k})["y"], x.reshape(2, 2, 3))
+    from quantir.errors import ShapeError
+    # a different element count: ONNX Runtime refuses it too
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception):
+        sess.run(None, {"x": x, "k": np.zeros((5, 1, 3), np.float32)})
+    with pytest.raises(ShapeError, match="cannot reshape"):
+        run(module, {"x": x, "k": np.zeros((5, 1, 3), np.float32)})
+
+
+def test_a_target_of_unknown_length_is_a_typed_error_naming_the_node(make_onnx_model):
+    # the target's length (the result's rank) is itself computed at run time
+    nodes = [helper.make_node("Shape", ["k"], ["ks"]),
+             helper.make_node("Relu", ["ks"], ["kr"]),
+             helper.make_node("Reshape", ["x", "kr"], ["y"], name="the_reshape")]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 6)), ("k", np.float32, None)],
+                            [("y", np.float32, None)])
+    with pytest.raises(UnsupportedOpError, match=r"node 'the_reshape' \(Reshape -> 'y'\): the target shape "
+                                                 r"\(input 1, 'kr'\) is computed at run time as 'tensor<\?xi64>'; "
+                                                 r"quantir expected a 1-D integer tensor whose length"):
+        load_onnx(model)
+
+
+def test_a_target_fed_by_the_caller_is_refused_with_a_hint(make_onnx_model):
+    nodes = [helper.make_node("Reshape", ["x", "t"], ["y"], name="r")]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 6)), ("t", np.int64, (2,))],
+                            [("y", np.float32, None)])
+    with pytest.raises(UnsupportedOpError, match=r"node 'r' .*input 1 \('t', the shape\) of Reshape must be a "
+                                                 r"constant.*bind it with load_onnx\(\.\.\., constant_inputs=\.\.\.\)"):
+        load_onnx(model)
