@@ -7,10 +7,12 @@ With ``a = scale / sqrt(var + epsilon)`` per output channel::
     bn(gemm(A, B, C))            -> gemm(A, B * a[n], (beta_g * C - mean) * a + beta), beta_g = 1
 
 (``o`` indexes output channels: dim 0 of a conv weight, dim 1 within each group of a
-transposed-conv weight, the N dim of gemm's B.) The rule applies only when the producer's
-result has no other user and its weights, bias and the BN parameters are constants; new
-constants are made (a shared weight is never modified in place). ``check`` returns why a
-BN was left alone, and the pass counts the reasons in ``stats``.
+transposed-conv weight, the N dim of gemm's B.) A bias written as a separate ``Add`` of one
+constant per channel between the conv (or transposed conv) and the BN — Paddle's exports — is
+first moved into the producer's bias (``absorb_bias_add``), so the BN folds too. The rule
+applies only when the producer's result has no other user and its weights, bias and the BN
+parameters are constants; new constants are made (a shared weight is never modified in place).
+``check`` returns why a BN was left alone, and the pass counts the reasons in ``stats``.
 
 A BN that cannot fold (DenseNet's pre-activation BN after a concat, say) but has constant
 parameters is decomposed (``decompose=True``, the default) into the per-channel affine it is::
@@ -49,6 +51,55 @@ def check(bn: Operation) -> str | None:
     if producer.opdef is nn.GEMM and bn.operands[0].type.rank != 2:
         return "gemm result is not 2-D"
     return None
+
+
+def bias_add(bn: Operation) -> tuple[Operation, Operation, np.ndarray] | None:
+    """``(add, producer, per-channel values)`` when ``bn``'s input is ``add(conv or conv_transpose, c)``
+    with ``c`` one constant per channel (Paddle writes a conv's bias so), the add and the producer
+    each used once; else None."""
+    add = getattr(bn.operands[0], "op", None)
+    if add is None or add.opdef is not nn.ADD or len(bn.operands[0].uses) != 1:
+        return None
+    for i in (0, 1):
+        producer, c = getattr(add.operands[i], "op", None), constant_value(add.operands[1 - i])
+        if producer is None or producer.opdef not in (nn.CONV, nn.CONV_TRANSPOSE) or c is None:
+            continue
+        y = add.operands[i].type
+        channels = y.shape[1] if getattr(y, "rank", None) and y.rank >= 3 else None
+        per_channel = c.size == 1 or (channels is not None and c.size == channels and c.ndim in (y.rank - 1, y.rank)
+                                      and c.shape[-(y.rank - 1)] == channels)
+        if (per_channel and channels is not None and len(add.operands[i].uses) == 1
+                and add.results[0].type == y):
+            return add, producer, np.broadcast_to(np.asarray(c).reshape(-1), (channels,))
+    return None
+
+
+def absorb_bias_add(bn: Operation) -> bool:
+    """Move the per-channel constant of ``bias_add(bn)`` into its producer's bias and drop the add."""
+    found = bias_add(bn)
+    if found is None or any(constant_value(v) is None for v in found[1].operands[1:]):
+        return False
+    add, producer, c = found
+    old = constant_value(producer.operands[2]) if len(producer.operands) > 2 else None
+    dtype = constant_value(producer.operands[1]).dtype
+    bias = make_constant(np.ascontiguousarray((0 if old is None else old) + c, dtype=dtype), label=producer.label)
+    bias.results[0].name_hint = f"{add.label or producer.label or 'bias'}.added_bias"
+    block = producer.block
+    block.insert_before(producer, bias)
+    if len(producer.operands) > 2:
+        producer.set_operand(2, bias.results[0])
+        out = producer.results[0]
+    else:
+        new = Operation(producer.opdef, [*producer.operands, bias.results[0]], [producer.results[0].type],
+                        dict(producer.attributes), producer.loc, producer.label)
+        block.insert_before(producer, new)
+        producer.results[0].replace_all_uses_with(new.results[0])
+        new.results[0].name_hint = producer.results[0].name_hint
+        block.erase(producer)
+        out = new.results[0]
+    add.results[0].replace_all_uses_with(out)
+    block.erase(add)
+    return True
 
 
 def _folded_params(bn: Operation):
@@ -158,6 +209,9 @@ class FoldBatchNorm:
             for op in list(fn.ops):
                 if op.opdef is not nn.BATCH_NORMALIZATION or op.block is None:
                     continue
+                if absorb_bias_add(op):
+                    stats["absorb-bias-add"] = stats.get("absorb-bias-add", 0) + 1
+                    modified = True
                 reason = check(op)
                 key = "fold:" + op.operands[0].op.name if reason is None else "skip:" + reason
                 if reason is None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir import Value
 from ..ir.dialects import nn
+from ..ir.dialects.nn_conv import conv_transpose_geometry
 from ..numerics import quantize_weights, symmetric_weight_qparams
 from ..types import FloatType, IntegerType, TensorType, Type, UniformQuantizedType
 from .regions import Region, conv_window
@@ -70,7 +71,13 @@ def region_weights(region: Region) -> tuple[np.ndarray, np.ndarray | None]:
     """
     w = np.asarray(region.match.consts["w"], np.float32)
     b = region.match.consts.get("b")
-    if region.pattern.name != "conv":
+    if region.pattern.name.startswith("conv_transpose"):   # ONNX (C_in, C_out, kh, kw); a bias Add's values
+        w = np.ascontiguousarray(w.transpose(1, 0, 2, 3))
+        added = region.match.consts.get("bias_add_c")
+        if added is not None:
+            added = np.broadcast_to(np.asarray(added, np.float32).reshape(-1), (w.shape[0],))
+            b = added if b is None else np.asarray(b, np.float32).reshape(-1) + added
+    elif region.pattern.name != "conv":
         op = region.match.ops["op"]
         if op.opdef is nn.GEMM:
             w = w if op.attr("trans_b") else w.T
@@ -171,6 +178,8 @@ def expected_taps(region: Region, mean: np.ndarray) -> np.ndarray:
     every axis but the last.
     """
     mean = np.asarray(mean, np.float64)
+    if region.pattern.name.startswith("conv_transpose"):
+        return _transposed_taps(region, mean)
     if region.pattern.name != "conv":
         return mean.reshape(-1, mean.shape[-1]).mean(axis=0)
     op = region.match.ops["op"]
@@ -186,6 +195,23 @@ def expected_taps(region: Region, mean: np.ndarray) -> np.ndarray:
         for j in range(kw):
             window = padded[:, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
             taps[:, i, j] = window.mean(axis=(1, 2))
+    return taps
+
+
+def _transposed_taps(region: Region, mean: np.ndarray) -> np.ndarray:
+    """``expected_taps`` of a transposed conv: tap ``(i, j)`` of input channel ``c`` adds the input
+    pixels whose scatter lands inside the output, averaged over the output positions."""
+    op = region.match.ops["op"]
+    kernel = region.match.consts["w"].shape[2:]
+    attrs = {k: op.attr(k) for k in ("strides", "dilations", "pads", "auto_pad", "output_padding", "output_shape")}
+    out, begin, _ = conv_transpose_geometry(mean.shape[1:], kernel, attrs)
+    strides = attrs["strides"] or (1, 1)
+    taps = np.empty((mean.shape[0], *kernel))
+    for i in range(kernel[0]):
+        rows = [y for y in range(mean.shape[1]) if 0 <= y * strides[0] - begin[0] + i < out[0]]
+        for j in range(kernel[1]):
+            cols = [x for x in range(mean.shape[2]) if 0 <= x * strides[1] - begin[1] + j < out[1]]
+            taps[:, i, j] = mean[:, rows][:, :, cols].sum(axis=(1, 2)) / max(out[0] * out[1], 1)
     return taps
 
 

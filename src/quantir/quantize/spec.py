@@ -18,7 +18,6 @@ from .rules import (ACT, ANY, BIAS, FIXED, SAME_AS, WEIGHT, CheckReport, Kind, O
 # Rows of the LiteRT spec that no declaration holds yet: quantir checks these ops in files it
 # reads but does not produce them.
 UNDECLARED: dict[str, OpSpec] = {
-    "TRANSPOSE_CONV": OpSpec((ANY, WEIGHT(0), ACT, BIAS), ACT),
     "PRELU": OpSpec((ACT, ACT), ACT),
     "DEQUANTIZE": OpSpec((ACT,), ANY),
     "SPLIT": OpSpec((ANY, ACT), SAME_AS(1)),

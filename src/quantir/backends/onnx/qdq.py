@@ -108,6 +108,28 @@ def _transposed_weights(b: Builder, w: Value) -> Value:
                   label=f"{base_name(w)}_transposed/dequantize")
 
 
+def transpose_conv(b: Builder, op: Operation) -> None:
+    """ONNX ConvTranspose: weights back to [C_in, C_out, KH, KW] (per-axis on dimension 1); TFLite's
+    pads as ONNX pads, and an output larger than ``stride·(in − 1) + kernel`` as output_padding."""
+    x, w, *bias = op.operands
+    ints = constant_array(b.value(w))
+    if ints is None:
+        raise UnsupportedOpError(f"qnn.transpose_conv with weights '{w.name_hint}' that are not a constant has no "
+                                 "QDQ export")
+    q = qtype(w.type)
+    if isinstance(q, UniformQuantizedPerAxisType):
+        q = dataclasses.replace(q, quantized_dimension=1)
+    t = TensorType((ints.shape[1], ints.shape[0], *ints.shape[2:]), q)
+    wt = b.stored_constant(ints.transpose(1, 0, 2, 3), t, f"{w.name_hint}_cin_first")
+    wf = b.emit(quant.DCAST, [wt], float_type(t), name=f"{base_name(w)}_cin_first__dq",
+                label=f"{base_name(w)}_cin_first/dequantize")
+    adjust = [int(a) for a in op.attr("adjust")]
+    begin = [max(-a, 0) // 2 for a in adjust]
+    end = [max(-a, 0) - p for a, p in zip(adjust, begin)]
+    y = b.float_op(nn.CONV_TRANSPOSE, [b.dequantized(x), wf, *(b.dequantized(v) for v in bias)], op,
+                   strides=list(op.attr("strides")), pads=begin + end, output_padding=[max(a, 0) for a in adjust])
+    finish(b, op, y)
+
 def _float(opdef, **fixed):
     """A qnn op that is one float op over all its dequantized operands."""
     def convert(b: Builder, op: Operation) -> None:
@@ -328,6 +350,7 @@ def dequantized_as(b: Builder, v: Value, r: Value) -> Value:
 
 CONVERT = {
     qnn.CONV: conv,
+    qnn.TRANSPOSE_CONV: transpose_conv,
     qnn.FULLY_CONNECTED: fully_connected,
     qnn.ADD: _float(nn.ADD),
     qnn.SUB: _float(nn.SUB),

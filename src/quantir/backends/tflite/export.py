@@ -85,6 +85,7 @@ from quantir.backends.tflite.schema import (
     SpaceToDepthOptions,
     StridedSliceOptions,
     SubOptions,
+    TransposeConvOptions,
 )
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.naming import unique_name
@@ -425,6 +426,43 @@ def conv(ex: _Exporter, op: Operation) -> None:
         ex.emit(OP.CONV_2D, op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
 
 
+def transpose_conv(ex: _Exporter, op: Operation) -> None:
+    """TRANSPOSE_CONV (output_shape, OHWI weights, input, bias). The output shape is a constant for a
+    static result; with a dynamic batch it is computed from the input's: SHAPE · [1, s_h, s_w, 0] +
+    [0, k_h − s_h + adjust_h, k_w − s_w + adjust_w, C_out] (= [N, s·(in − 1) + k + adjust, ..., C_out])."""
+    x, w = op.operands[0], op.operands[1]
+    weights = quant.stored_constant(w)
+    if weights is None:
+        raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights")
+    c_out, _, kh, kw = w.type.shape
+    (sh, sw), (ah, aw) = op.attr("strides"), op.attr("adjust")
+    src = ex.get(x, Form.NHWC)
+    y_shape, y_sig = ex._shape(op.results[0], Form.NHWC)
+    if y_sig:
+        xs = ex.b.add_tensor(ex._name(f"{x.name_hint}/shape"), (4,), np.int32)
+        ex.b.add_operator(OP.SHAPE, [src], [xs], ShapeOptions(out_type=TFLiteTensorType.INT32))
+        scaled = ex.b.add_tensor(ex._name(f"{op.results[0].name_hint}/scaled_shape"), (4,), np.int32)
+        ex.b.add_operator(OP.MUL, [xs, ex.int32([1, sh, sw, 0], f"{op.results[0].name_hint}/strides")], [scaled],
+                          MulOptions())
+        out_shape = ex.b.add_tensor(ex._name(f"{op.results[0].name_hint}/output_shape"), (4,), np.int32)
+        ex.b.add_operator(OP.ADD, [scaled, ex.int32([0, kh - sh + ah, kw - sw + aw, c_out],
+                                                    f"{op.results[0].name_hint}/size_offset")], [out_shape],
+                          AddOptions())
+    else:
+        out_shape = ex.int32(y_shape, f"{op.results[0].name_hint}/output_shape")
+    filt = ex.constant(np.asarray(weights).transpose(0, 2, 3, 1), f"{w.name_hint or 'filter'}/ohwi", _quantization(w))
+    inputs = [out_shape, filt, src]
+    if len(op.operands) > 2:
+        bias_v = op.operands[2]
+        bias_q = _quantization(bias_v)
+        if not isinstance(_qtype(w), UniformQuantizedPerAxisType):
+            bias_q = Quantization(bias_q.scale[:1], bias_q.zero_point[:1])
+        inputs.append(ex.constant(np.asarray(quant.stored_constant(bias_v), np.int32), bias_v.name_hint or "bias",
+                                  bias_q))
+    padding = Padding.SAME if op.attr("padding") == "SAME" else Padding.VALID
+    ex.emit(OP.TRANSPOSE_CONV, op, inputs, Form.NHWC,
+            TransposeConvOptions(padding=padding, stride_h=sh, stride_w=sw, fused_activation_function=_act(op)))
+
 def fully_connected(ex: _Exporter, op: Operation) -> None:
     x, w = op.operands[0], op.operands[1]
     weights = quant.stored_constant(w)
@@ -682,6 +720,7 @@ _COMPARE_OPTIONS = {qnn.EQUAL: (OP.EQUAL, EqualOptions), qnn.NOT_EQUAL: (OP.NOT_
 RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     quant.QCAST: qcast, quant.DCAST: dcast, qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
     qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
+    qnn.TRANSPOSE_CONV: transpose_conv,
     qnn.ADD: _binary(OP.ADD, AddOptions), qnn.SUB: _binary(OP.SUB, SubOptions), qnn.MUL: _binary(OP.MUL, MulOptions),
     qnn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D), qnn.MAX_POOL: _pool(OP.MAX_POOL_2D),
     qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,

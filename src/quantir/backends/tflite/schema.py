@@ -135,6 +135,7 @@ class BuiltinOptionsType(IntEnum):
     MaximumMinimumOptions = 39
     PadV2Options = 43
     SliceOptions = 48
+    TransposeConvOptions = 49
     ResizeNearestNeighborOptions = 74
     LeakyReluOptions = 75
     QuantizeOptions = 89
@@ -291,6 +292,16 @@ class Conv2DOptions(BuiltinOptions):
     dilation_w_factor: int = _slot(4, "int32", 1)
     dilation_h_factor: int = _slot(5, "int32", 1)
     quantized_bias_type: TensorType = _slot(6, "int8", TensorType.FLOAT32)
+
+
+@dataclass(frozen=True)
+class TransposeConvOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.TransposeConvOptions
+    padding: Padding = _slot(0, "int8", Padding.SAME)
+    stride_w: int = _slot(1, "int32", 1, schema_default=0)
+    stride_h: int = _slot(2, "int32", 1, schema_default=0)
+    fused_activation_function: ActivationFunctionType = _slot(3, "int8", ActivationFunctionType.NONE)
+    quantized_bias_type: TensorType = _slot(4, "int8", TensorType.FLOAT32)
 
 
 @dataclass(frozen=True)
@@ -575,7 +586,8 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 MaximumMinimumOptions, HardSwishOptions,
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
-                LogSoftmaxOptions, GeluOptions, BatchMatMulOptions)
+                LogSoftmaxOptions, GeluOptions, BatchMatMulOptions,
+                TransposeConvOptions)
 }
 
 
@@ -616,6 +628,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.CONCATENATION: ConcatenationOptions,
     BuiltinOperator.CONV_2D: Conv2DOptions,
     BuiltinOperator.DEPTHWISE_CONV_2D: DepthwiseConv2DOptions,
+    BuiltinOperator.TRANSPOSE_CONV: TransposeConvOptions,
     BuiltinOperator.DEQUANTIZE: DequantizeOptions,
     BuiltinOperator.FULLY_CONNECTED: FullyConnectedOptions,
     BuiltinOperator.L2_NORMALIZATION: L2NormOptions,

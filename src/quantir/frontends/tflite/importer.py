@@ -187,6 +187,30 @@ class Importer:
         return self.fn.body.append(quant.SCAST.build([c], [qtype])).result
 
     # -- the whole subgraph ---------------------------------------------------------------------
+    def _output_shape_ops(self) -> set[int]:
+        """The operators that only compute TRANSPOSE_CONV output_shape inputs (SHAPE, MUL, ADD on int32, as
+        quantir writes them for a dynamic batch): qnn.transpose_conv takes its size from its input, so
+        they are not read."""
+        users: dict[int, list[tuple[int, int]]] = {}
+        for k, op in enumerate(self.sg.operators):
+            for slot, idx in enumerate(op.inputs):
+                users.setdefault(idx, []).append((k, slot))
+        outputs = set(self.sg.outputs)
+        skip: set[int] = set()
+        for k in reversed(range(len(self.sg.operators))):
+            op = self.sg.operators[k]
+            code = self.model.operator_codes[op.opcode_index]
+            if all(idx not in outputs and users.get(idx) and all(
+                    (u in skip) or (slot == 0 and self._is_transpose_conv(u)) for u, slot in users[idx])
+                   for idx in op.outputs):
+                if code.builtin_code != BuiltinOperator.TRANSPOSE_CONV:
+                    skip.add(k)
+        return skip
+
+    def _is_transpose_conv(self, k: int) -> bool:
+        op = self.sg.operators[k]
+        return self.model.operator_codes[op.opcode_index].builtin_code == BuiltinOperator.TRANSPOSE_CONV
+
     def run(self) -> TFLiteImport:
         layouts = [L.identity(len(self.tensor(idx).shape)) for idx in self.sg.inputs]
         arg_types = []
@@ -202,8 +226,10 @@ class Importer:
                 self.define(idx, arg, layout)
             except ModelFormatError as e:
                 raise ModelFormatError(f"{self.source}: graph input: {e.message}") from None
+        skip = self._output_shape_ops()
         for k, op in enumerate(self.sg.operators):
-            self.convert(k, op)
+            if k not in skip:
+                self.convert(k, op)
         outputs = []
         for idx in self.sg.outputs:
             try:

@@ -144,6 +144,30 @@ def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, 
              **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
 
 
+def transpose_conv(ctx: OpContext) -> None:
+    """TRANSPOSE_CONV (output_shape, OHWI filter, input, bias): one qnn.transpose_conv whose output size
+    is the result's (the output_shape input is not read: a computed one, as quantir writes for a dynamic
+    batch, gives the same spatial dims), as ``stride·(in − 1) + kernel + adjust``."""
+    _rank(ctx, 2, 4, "input")
+    _rank(ctx, 1, 4, "filter")
+    o = ctx.options
+    _, h, w, c_in = ctx.dims(2)
+    c_out, kh, kw, wc_in = ctx.tensor(1).shape
+    if c_in is not None and wc_in != c_in:
+        raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {wc_in} input channels, the input {c_in}")
+    x = ctx.input(2, NCHW)
+    wt = _weights(ctx, 1, OIHW, "oihw")
+    strides = _positive("strides", (o.stride_h, o.stride_w))
+    y = _per_tensor_output(ctx, ctx.result_type(NCHW))
+    out_hw = y.shape[2:]
+    if None in (h, w) or None in out_hw:
+        raise UnsupportedOpError("TRANSPOSE_CONV with a dynamic spatial size: quantir reads static heights and widths")
+    adjust = tuple(o_ - (s * (i - 1) + k) for o_, s, i, k in zip(out_hw, strides, (h, w), (kh, kw)))
+    ctx.emit(qnn.TRANSPOSE_CONV, [x, wt, *_bias(ctx, 3, x, wt, c_out)], NCHW, y, strides=strides, adjust=adjust,
+             padding="SAME" if o.padding == Padding.SAME else "VALID",
+             activation=ctx.activation(o.fused_activation_function),
+             **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
+
 def fully_connected(ctx: OpContext) -> None:
     o = ctx.options
     if o.weights_format != FullyConnectedWeightsFormat.DEFAULT:
@@ -210,6 +234,7 @@ def _resize(opdef):
 CONVERTERS: dict[OP, Converter] = {
     OP.CONV_2D: conv_2d,
     OP.DEPTHWISE_CONV_2D: depthwise_conv_2d,
+    OP.TRANSPOSE_CONV: transpose_conv,
     OP.FULLY_CONNECTED: fully_connected,
     OP.MAX_POOL_2D: _pool(qnn.MAX_POOL),
     OP.AVERAGE_POOL_2D: _pool(qnn.AVERAGE_POOL),

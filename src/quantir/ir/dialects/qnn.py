@@ -440,3 +440,32 @@ ARG_MAX = register(OpDef("qnn.arg_max", operands=(Operand("x", Q_TENSOR),), resu
                          verifier=_verify_arg_max,
                          summary="LiteRT ARG_MAX: the first index of the largest stored value along ``axis``, which "
                                  "it removes; the result's type (i32 or i64) is ArgMaxOptions.output_type."))
+
+
+def _verify_transpose_conv(op: Operation) -> str | None:
+    """Weights ``[C_out, C_in, KH, KW]``; the output is ``stride·(in − 1) + kernel + adjust`` per axis."""
+    x, w, y = op.operands[0].type, op.operands[1].type, op.results[0].type
+    if len(op.operands) == 3 and op.operands[2].type.element_type.storage_width != 32:
+        return "bias must have 32-bit storage"
+    if op.attr("padding") not in ("SAME", "VALID"):
+        return f"padding must be SAME or VALID, got {op.attr('padding')!r}"
+    if x.is_ranked and w.is_ranked and y.is_ranked:
+        if x.rank != 4 or w.rank != 4 or y.rank != 4:
+            return "input, weights and result must be 4-D (NCHW, [C_out, C_in, KH, KW])"
+        if x.shape[1] not in (None, w.shape[1]):
+            return f"the input has {x.shape[1]} channels, the weights {_shape(w)} expect {w.shape[1]}"
+        strides, adjust = op.attr("strides"), op.attr("adjust")
+        want = (x.shape[0], w.shape[0], *(None if i is None else s * (i - 1) + k + a
+                                          for i, k, s, a in zip(x.shape[2:], w.shape[2:], strides, adjust)))
+        if y.shape != want:
+            return f"result shape {_shape(y)} must be {'x'.join('?' if d is None else str(d) for d in want)}"
+    return _check_multipliers(op, conv_real_multipliers(x, w, y))
+
+
+TRANSPOSE_CONV = qdefine(
+    "transpose_conv", ("x", "w", _opt("bias")),
+    {"strides": AttrSpec(AttrKind.INTS, required=True), "adjust": AttrSpec(AttrKind.INTS, required=True),
+     "padding": AttrSpec(AttrKind.STRING, default="VALID"), **_ACT, **_FIXED_POINT},
+    _both(_verify_activation, _verify_transpose_conv),
+    "LiteRT TRANSPOSE_CONV, per-channel weights [C_out, C_in, KH, KW]; output size stride·(in − 1) + kernel "
+    "+ adjust, begin pads from TFLite's SAME/VALID rule on that output size.")

@@ -133,7 +133,7 @@ def check_conv_requantization(region: Region, s_in: float, wp: WeightParams, out
     layer float. Only channels with ``m > 1`` (none in ordinary models) are looked at, with the
     worst accumulator their int8 weights and bias allow.
     """
-    scales = np.broadcast_to(np.asarray(wp.scale, np.float32).reshape(-1), (region.match.consts["w"].shape[0],))
+    scales = np.broadcast_to(np.asarray(wp.scale, np.float32).reshape(-1), (region_weights(region)[0].shape[0],))
     m = np.asarray(conv_multiplier(np.float32(s_in), scales, np.float32(out.scale)), np.float64)
     if not np.any(m > 1.0):
         return
