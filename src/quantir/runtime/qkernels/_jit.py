@@ -46,36 +46,40 @@ def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
             np.ascontiguousarray(multiplier, dtype=np.int64), np.ascontiguousarray(r))
 
 
-def _requantize_row(src, dst, scale, half, fast, m, r, zp, lo, hi):
-    """``dst[k] = clamp(MBQM(src[k]) + zp)`` for one channel's row of exact integer accumulators."""
+def _requantize_row(src, bias, dst, scale, half, fast, m, r, zp, lo, hi):
+    """``dst[k] = clamp(MBQM(src[k] + bias) + zp)`` for one channel's row of exact integer
+    accumulators (``bias`` an integer: the depthwise loops add it here, in float64, exactly)."""
     if fast:   # offset by 128 so that the clamped value is >= 0 and truncation is floor
         off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
-        for k in range(src.size):
-            y = np.float64(src[k]) * scale
+        fb = np.float64(bias)
+        for k in range(dst.size):
+            y = (np.float64(src[k]) + fb) * scale
             y = y + math.copysign(half, y) + off
             dst[k] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
     else:   # LiteRT's integers: SRDHM (rhu at 2**31), then RDBPOT (rha at 2**r)
         mask = (np.int64(1) << r) - 1
-        for k in range(src.size):
-            high = (np.int64(src[k]) * m + (1 << 30)) >> 31
+        for k in range(dst.size):
+            high = ((np.int64(src[k]) + bias) * m + (1 << 30)) >> 31
             rounded = (high >> r) + np.int64((high & mask) > ((mask >> 1) + np.int64(high < 0)))
             dst[k] = np.int8(min(max(rounded + zp, lo), hi))
 
 
-def _requantize_rows(acc, scale, half, fast, m, r, zp, lo, hi, out):
-    """``acc`` [N, C, P] -> ``out`` [N, C, P] int8."""
+def _requantize_rows(acc, bias, scale, half, fast, m, r, zp, lo, hi, out):
+    """``acc`` [N, C, P] plus ``bias`` [C] (int64) -> ``out`` [N, C, P] int8."""
     n, c, p = acc.shape
     for i in range(n):
         for ch in range(c):
-            _requantize_row(acc[i, ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
+            _requantize_row(acc[i, ch], bias[ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo,
+                            hi)
 
 
-def _requantize_channel_major(acc, scale, half, fast, m, r, zp, lo, hi, out):
-    """``acc`` [C, N, P] (a GEMM over a batch) -> ``out`` [N, C, P] int8 (NCHW)."""
+def _requantize_channel_major(acc, bias, scale, half, fast, m, r, zp, lo, hi, out):
+    """``acc`` [C, N, P] (a GEMM over a batch) plus ``bias`` [C] (int64) -> ``out`` [N, C, P] int8 (NCHW)."""
     c, n, p = acc.shape
     for ch in range(c):
         for i in range(n):
-            _requantize_row(acc[ch, i], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo, hi)
+            _requantize_row(acc[ch, i], bias[ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo,
+                            hi)
 
 
 def _tap_run(phases, rr, cc, sh_h, sw, wq, length):
@@ -85,25 +89,25 @@ def _tap_run(phases, rr, cc, sh_h, sw, wq, length):
 
 
 def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo,
-                    hi, out):
+                    hi, phases, acc, out):
     """``x``: [N, C_in, H, W] int8, read as if padded by ``top``/``left`` (to ``hp`` x ``wp``) with
-    ``zp_in`` (the padding holds x - zp_in = 0); ``w``: [C_out, KH, KW] int32.
+    ``zp_in`` (the padding holds x - zp_in = 0); ``w``: [C_out, KH, KW], ``zp_in`` and the scratch
+    ``phases`` (zeros, ``[sh_h·sw, (hq + 1)·wq]``) and ``acc`` (``OH·wq``) in one float dtype (int8
+    minus a float stays in it; an int64 would convert lane by lane), in which every
+    partial sum of the taps is exact (the caller checks; ``bias`` [C_out] int64 is added in the
+    requantization).
 
     Each input channel is first split into its sh_h·sh_w stride phases (``x[a::sh_h, b::sw]``,
     minus ``zp_in``, rows of ``wq`` values, a zero row after): then tap (ki, kj) of output
     (i, j) reads phase (r % sh_h, c % sw) at ``(i + r // sh_h)·wq + j + c // sw`` with
     r = ki·dh, c = kj·dw, so every tap is one contiguous run over q = i·wq + j and the
-    multiply-adds vectorize. Positions j >= OW of each row are computed and dropped."""
+    multiply-adds vectorize (in float: numba widens int32 products to int64, which AVX2 cannot
+    multiply in vectors). Positions j >= OW of each row are computed and never read."""
     n, c_out, oh, ow = out.shape
     h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[1], w.shape[2]
     hq, wq = (hp + sh_h - 1) // sh_h, (wp + sw - 1) // sw
-    plen = (hq + 1) * wq
     length = oh * wq
-    phases = np.zeros((sh_h * sw, plen), dtype=np.int32)
-    acc = np.empty(length, dtype=np.int32)
-    row8 = np.empty(length, dtype=np.int8)
-    zpi = np.int32(zp_in)
     for i_n in range(n):
         last = -1
         for oc in range(c_out):
@@ -122,14 +126,12 @@ def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw
                             dst = plane[a2 * wq:(a2 + 1) * wq]
                             if sw == 1:   # unit stride: a loop the compiler vectorizes
                                 for b in range(wd):
-                                    dst[b + left] = np.int32(src[b]) - zpi
+                                    dst[b + left] = src[b] - zp_in
                             else:
                                 for b2 in range(b_lo, b_hi):
-                                    dst[b2] = np.int32(src[b2 * sw + pc - left]) - zpi
+                                    dst[b2] = src[b2 * sw + pc - left] - zp_in
                 last = ic
-            bv = np.int32(bias[oc])
-            for q in range(length):
-                acc[q] = bv
+            first = True
             for ki in range(kh):
                 rr = ki * dh
                 kj = 0
@@ -139,19 +141,27 @@ def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw
                         r1 = _tap_run(phases, rr, (kj + 1) * dw, sh_h, sw, wq, length)
                         r2 = _tap_run(phases, rr, (kj + 2) * dw, sh_h, sw, wq, length)
                         w0, w1, w2 = w[oc, ki, kj], w[oc, ki, kj + 1], w[oc, ki, kj + 2]
-                        for q in range(length):
-                            acc[q] += w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
+                        if first:
+                            for q in range(length):
+                                acc[q] = w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
+                        else:
+                            for q in range(length):
+                                acc[q] += w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
                         kj += 3
                     else:
                         run = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)
                         wv = w[oc, ki, kj]
-                        for q in range(length):
-                            acc[q] += wv * run[q]
+                        if first:
+                            for q in range(length):
+                                acc[q] = wv * run[q]
+                        else:
+                            for q in range(length):
+                                acc[q] += wv * run[q]
                         kj += 1
-            _requantize_row(acc, row8, scale[oc], half[oc], fast[oc], m[oc], r[oc], zp, lo, hi)
-            for i in range(oh):
-                for j in range(ow):
-                    out[i_n, oc, i, j] = row8[i * wq + j]
+                    first = False
+            for i in range(oh):   # straight into the output row: the columns past OW are dropped
+                _requantize_row(acc[i * wq:i * wq + ow], bias[oc], out[i_n, oc, i], scale[oc], half[oc], fast[oc],
+                                m[oc], r[oc], zp, lo, hi)
 
 
 def _quantize_f32(x, scale, zp, qmin, qmax, out):
@@ -168,89 +178,79 @@ def _quantize_f32(x, scale, zp, qmin, qmax, out):
 
 
 def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp,
-                             lo, hi, out):
+                             lo, hi, xt, out):
     """Depthwise with the channels innermost, for many channels on small images (depth multiplier
-    1): each image is transposed once to ``[Hp, Wp, C]`` (minus ``zp_in``), then every tap of an
-    output position is one multiply-add over a contiguous channel vector. ``w``: [KH, KW, C]
-    int32. The float requantization runs over all channels; the few that need LiteRT's integer
-    one are redone after it."""
+    1): each image is transposed once to the scratch ``xt`` ``[Hp, Wp, C]`` (zeros; minus
+    ``zp_in``), then every tap of an output row is one multiply-add over a contiguous run of
+    ``OW·C`` values (the weights and requantization constants tiled OW times). ``w``: [KH, KW, C],
+    ``zp_in`` and ``xt`` in one float dtype in which the taps are exact; ``bias`` [C] int64, added in the
+    requantization. The float requantization runs over all channels; the few that need LiteRT's
+    integer one are redone after it."""
     n, c, oh, ow = out.shape
     h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[0], w.shape[1]
-    xt = np.zeros((hp, wp, c), dtype=np.int32)   # the padding stays 0 (x - zp_in there)
-    acc = np.empty(c, dtype=np.int32)
-    zpi = np.int32(zp_in)
-    off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     slow = np.flatnonzero(~fast)
-    # Unit column stride: a row of outputs is ONE run of OW·C accumulators per tap (weights and
-    # requantization constants tiled OW times), a longer loop than C.
-    wrep = np.empty((kh, kw, ow * c), dtype=np.int32)
-    brep = np.empty(ow * c, dtype=np.int32)
-    srep = np.empty(ow * c, dtype=np.float64)
-    hrep = np.empty(ow * c, dtype=np.float64)
+    width = ow * c
+    wrep = np.empty((kh, kw, width), dtype=w.dtype)
+    brep = np.empty(width, dtype=np.float64)
+    srep = np.empty(width, dtype=np.float64)
+    hrep = np.empty(width, dtype=np.float64)
     for j in range(ow):
         for ch in range(c):
             brep[j * c + ch], srep[j * c + ch], hrep[j * c + ch] = bias[ch], scale[ch], half[ch]
             for ki in range(kh):
                 for kj in range(kw):
                     wrep[ki, kj, j * c + ch] = w[ki, kj, ch]
-    accrow = np.empty(ow * c, dtype=np.int32)
-    row8 = np.empty(ow * c, dtype=np.int8)
+    accrow = np.empty(width, dtype=w.dtype)
+    row8 = np.empty(width, dtype=np.int8)
     for i_n in range(n):
         image = x[i_n]
         for a in range(h):   # channel innermost on the write side: the image itself sits in L1
             for b in range(wd):
                 dst = xt[a + top, b + left]
                 for ch in range(c):
-                    dst[ch] = np.int32(image[ch, a, b]) - zpi
-        if sw == 1:
-            _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp, lo, hi, accrow, row8, i_n,
-                                out)
-            continue
-        for i in range(oh):
-            for j in range(ow):
-                for ch in range(c):
-                    acc[ch] = bias[ch]
-                for ki in range(kh):
-                    for kj in range(kw):
-                        src = xt[i * sh_h + ki * dh, j * sw + kj * dw]
-                        wt = w[ki, kj]
-                        for ch in range(c):
-                            acc[ch] += wt[ch] * src[ch]
-                for ch in range(c):
-                    y = np.float64(acc[ch]) * scale[ch]
-                    y = y + math.copysign(half[ch], y) + off
-                    out[i_n, ch, i, j] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
-                for t in range(slow.size):
-                    ch = slow[t]
-                    _requantize_row(acc[ch:ch + 1], out[i_n, ch, i, j:j + 1], 0.0, 0.0, False, m[ch], r[ch], zp,
-                                    lo, hi)
+                    dst[ch] = image[ch, a, b] - zp_in
+        _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow,
+                            row8, i_n, out)
 
 
-def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp, lo, hi, accrow, row8, i_n, out):
-    """One image of :func:`_depthwise_channels_last` with unit column stride."""
+def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow, row8,
+                        i_n, out):
+    """One image of :func:`_depthwise_channels_last`."""
     _, c, oh, ow = out.shape
     kh, kw, width = wrep.shape
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     for i in range(oh):
-        for q in range(width):
-            accrow[q] = brep[q]
         for ki in range(kh):
             flat = xt[i * sh_h + ki * dh].ravel()
             for kj in range(kw):
-                src = flat[kj * dw * c:kj * dw * c + width]
                 wv = wrep[ki, kj]
-                for q in range(width):
-                    accrow[q] += wv[q] * src[q]
+                if sw == 1:   # a row of outputs reads one contiguous run per tap
+                    src = flat[kj * dw * c:kj * dw * c + width]
+                    if ki == 0 and kj == 0:
+                        for q in range(width):
+                            accrow[q] = wv[q] * src[q]
+                    else:
+                        for q in range(width):
+                            accrow[q] += wv[q] * src[q]
+                else:         # one contiguous channel vector per output position
+                    for j in range(ow):
+                        base = (j * sw + kj * dw) * c
+                        if ki == 0 and kj == 0:
+                            for ch in range(c):
+                                accrow[j * c + ch] = wv[j * c + ch] * flat[base + ch]
+                        else:
+                            for ch in range(c):
+                                accrow[j * c + ch] += wv[j * c + ch] * flat[base + ch]
         for q in range(width):
-            y = np.float64(accrow[q]) * srep[q]
+            y = (np.float64(accrow[q]) + brep[q]) * srep[q]
             y = y + math.copysign(hrep[q], y) + off
             row8[q] = np.int8(np.int32(min(max(y, flo), fhi)) - 128)
         for t in range(slow.size):
             ch = slow[t]
             for j in range(ow):
-                _requantize_row(accrow[j * c + ch:j * c + ch + 1], row8[j * c + ch:j * c + ch + 1], 0.0, 0.0, False,
-                                m[ch], r[ch], zp, lo, hi)
+                _requantize_row(accrow[j * c + ch:j * c + ch + 1], bias[ch], row8[j * c + ch:j * c + ch + 1], 0.0,
+                                0.0, False, m[ch], r[ch], zp, lo, hi)
         for j in range(ow):
             for ch in range(c):
                 out[i_n, ch, i, j] = row8[j * c + ch]
@@ -258,14 +258,14 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, m, r, sh_h, dh, dw, zp
 
 def _pointwise_cols(x, zp_in, cols):
     """im2col of a 1x1 convolution: ``cols[k, n, p] = x[n, k, p] - zp_in`` (``cols`` may have one
-    more row, the bias's ones, which this also writes)."""
+    more row, the bias's ones, which this also writes). ``zp_in`` has the dtype of ``cols``, so
+    the subtraction stays in it (no int64 -> float conversion, which AVX2 does one lane at a time)."""
     n, k, p = x.shape
-    zpf = cols.dtype.type(zp_in)
     for i in range(n):
         for kk in range(k):
             src, dst = x[i, kk], cols[kk, i]
             for q in range(p):
-                dst[q] = cols.dtype.type(src[q]) - zpf
+                dst[q] = src[q] - zp_in
     for kk in range(k, cols.shape[0]):
         for i in range(n):
             for q in range(p):

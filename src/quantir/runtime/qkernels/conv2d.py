@@ -132,20 +132,30 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
     # integer below this bound, so float32 BLAS is exact when it is below 2**24 (float64 otherwise).
     deviation = max(int(x.max(initial=zp_in)) - zp_in, zp_in - int(x.min(initial=zp_in)), 0)
     bound = deviation * per_channel_l1 + b_abs
-    ftype = np.float32 if int(bound.max(initial=0)) < (1 << 24) else np.float64
     g, cg_out = groups, c_out // groups
     k = c_per_group * kh * kw
-    kb = k + (b is not None)       # the bias rides in the GEMM as a row of ones
     p_out = oh * ow
+    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads)
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    if g == 1 and _jit.AVAILABLE:
+        requantizer = ExactFloatRequantizer(big_m, sh, zp_out, lo, hi, bound, c_out, bias=b)
+        if requantizer.params is not None:
+            # The compiled requantization adds the bias (exactly, in float64), so the GEMM holds only
+            # the taps' sums: float32 unless they reach 2**24. With the bias in the GEMM, one large
+            # bias (a channel whose weights quantized to almost nothing) made the whole layer float64.
+            ftype = np.float32 if int((deviation * per_channel_l1).max(initial=0)) < (1 << 24) else np.float64
+            return _conv2d_one_gemm(x, weight.reshape(c_out, k).astype(ftype), False, ftype, zp_in, requantizer,
+                                    (kh, kw), strides, pads, dilations, pointwise, out)
+    ftype = np.float32 if int(bound.max(initial=0)) < (1 << 24) else np.float64
+    kb = k + (b is not None)       # the bias rides in the GEMM as a row of ones
     wmat = np.zeros((g, cg_out, kb), dtype=ftype)
     wmat[:, :, :k] = weight.reshape(g, cg_out, k)   # K ordered (ic, kh, kw)
     if b is not None:
         wmat[:, :, k] = b.reshape(g, cg_out)
-    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(pads)
-    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
     if g == 1:
-        return _conv2d_one_gemm(x, wmat[0], b is not None, ftype, zp_in, zp_out, big_m, sh, lo, hi, bound,
-                                (kh, kw), strides, pads, dilations, pointwise, out)
+        return _conv2d_one_gemm(x, wmat[0], b is not None, ftype, zp_in,
+                                ExactFloatRequantizer(big_m, sh, zp_out, lo, hi, bound, c_out), (kh, kw), strides,
+                                pads, dilations, pointwise, out)
     for chunk in batch_chunks(n, (c_in * kh * kw + 2 * c_out) * p_out):
         nb = chunk.stop - chunk.start
         cols = np.empty((nb, g, kb, p_out), dtype=ftype)  # im2col, NCHW-native: [N, G, K(+1), OH·OW]
@@ -159,18 +169,18 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
         if b is not None:
             cols[:, :, k] = 1
         acc = np.matmul(wmat, cols).reshape(nb, c_out, p_out)  # exact integers
-        q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound)
+        q = requantize_exact_float(acc, big_m, sh, zp_out, lo, hi, bound, left_shift=True)
         if q is None:
             q = requantize(acc.astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
         out[chunk] = q.reshape(nb, c_out, oh, ow)
     return out
 
 
-def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi, bound, kernel, strides, pads,
-                     dilations, pointwise, out):
+def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, requantizer, kernel, strides, pads, dilations, pointwise, out):
     """groups == 1: im2col laid out ``[K(+1), N, rows·OW]`` so that a tile (several images, or a
     band of output rows of one large image) is ONE GEMM (``W[C_out, K] @ cols``) whose result
-    still fits in cache when it is requantized (channel-major, straight into NCHW)."""
+    still fits in cache when it is requantized (channel-major, straight into NCHW). The bias is
+    either a row of ``wmat`` (``has_bias``) or the requantizer's."""
     n, c_in = x.shape[:2]
     c_out, kb = wmat.shape
     k = kb - has_bias
@@ -182,7 +192,6 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
     else:
         images, rows = 1, max(1, TILE // per_row)
     padded = None
-    requantizer = ExactFloatRequantizer(big_m, sh, zp_out, lo, hi, bound, c_out)
     for n0 in range(0, n, images):
         chunk = slice(n0, min(n, n0 + images))
         nb = chunk.stop - chunk.start
@@ -193,8 +202,8 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
             r1 = min(oh, r0 + rows)
             tile = (r1 - r0) * ow
             cols = np.empty((kb, nb, tile), dtype=ftype)
-            if pointwise and _jit.AVAILABLE and rows == oh:
-                _jit.pointwise_cols(x[chunk].reshape(nb, c_in, tile), zp_in, cols)
+            if pointwise and _jit.AVAILABLE:   # a band of rows is a strided view: the loop reads it as is
+                _jit.pointwise_cols(x[chunk].reshape(nb, c_in, oh * ow)[:, :, r0 * ow:r1 * ow], ftype(zp_in), cols)
             elif pointwise:
                 np.subtract(x[chunk, :, r0:r1].reshape(nb, c_in, tile).transpose(1, 0, 2), ftype(zp_in),
                             out=cols[:k])
@@ -204,12 +213,14 @@ def _conv2d_one_gemm(x, wmat, has_bias, ftype, zp_in, zp_out, big_m, sh, lo, hi,
             if has_bias:
                 cols[k] = 1
             acc = np.matmul(wmat, cols.reshape(kb, nb * tile)).reshape(c_out, nb, tile)   # exact integers
-            if rows == oh:   # whole images: requantize straight into the output
-                if requantizer(acc, channel_major=True, out=out[chunk].reshape(nb, c_out, tile)) is not None:
-                    continue
-            q = requantizer(acc, channel_major=True)
-            if q is None:
-                q = requantize(acc.transpose(1, 0, 2).astype(np.int64), big_m, sh, zp_out, lo, hi, channel_axis=1)
+            # straight into the output (a band of rows is a strided view of it)
+            if requantizer(acc, channel_major=True,
+                           out=out[chunk].reshape(nb, c_out, oh * ow)[:, :, r0 * ow:r1 * ow]) is not None:
+                continue
+            # no float plan (so the bias is in the GEMM): LiteRT's integers, with their checks
+            r = requantizer
+            q = requantize(acc.transpose(1, 0, 2).astype(np.int64), r.multiplier, r.shift, r.zero_point, r.act_min,
+                           r.act_max, channel_axis=1)
             out[chunk, :, r0:r1] = q.reshape(nb, c_out, r1 - r0, ow)
     return out
 

@@ -13,8 +13,9 @@ paths, the same integers:
 
 * when ``K·255·max|w| + max|bias|`` may exceed int32: integer taps in int64, every value
   checked against LiteRT's int32 range (``_depthwise_int``);
-* with numba: compiled int32 taps and requantization (``_jit``): per channel over stride
-  phases on large images, channels innermost on small ones (``SMALL_IMAGE``);
+* with numba: compiled float taps (exact: see the numpy path) and requantization (``_jit``):
+  per channel over stride phases on large images, channels innermost on small ones
+  (``SMALL_IMAGE``);
 * otherwise numpy: float taps over the flattened batch (exact: every partial sum is an
   integer below the per-channel bound ``max|x - zp|·Σ|w[c]| + |bias[c]|``, float32 below
   2**24), then the exact float64 requantization of ``_fast_requant``.
@@ -81,10 +82,12 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
     l1 = np.abs(weight.reshape(c_out, kh * kw).astype(np.int64)).sum(axis=1)
     deviation = max(int(x.max(initial=zp_in)) - zp_in, zp_in - int(x.min(initial=zp_in)), 0)
     bound = deviation * l1 + (0 if b is None else np.abs(b))   # [C_out] int64: |acc| never exceeds it
-    plan = float_plan(big_m, sh, bound, c_out) if _jit.AVAILABLE else None
-    if plan is not None:   # compiled loops: int32 taps, then the requantization
+    plan = float_plan(big_m, sh, bound, c_out, left_shift=True) if _jit.AVAILABLE else None
+    if plan is not None:   # compiled loops: float taps (exact), then the requantization
+        # The taps' partial sums stay below deviation·Σ|w[c]| (the bias joins in the requantization).
+        ftype = np.float32 if int((deviation * l1).max(initial=0)) < (1 << 24) else np.float64
         return _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, (hp, wp), (oh, ow),
-                              mult, plan)
+                              mult, plan, ftype)
     if sh_w > 1:   # the flattened taps below would compute every other column for nothing (measured slower)
         return _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dilations, pads, (oh, ow),
                               mult, overflow_possible, op)
@@ -130,7 +133,7 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
             if bias_plane is not None:
                 acc += bias_plane[cols]
             acc3 = acc.reshape(nb, c1 - c0, slot)
-            q = requantize_exact_float(acc3, big_m[c0:c1], sh[c0:c1], zp_out, lo, hi, bound[c0:c1])
+            q = requantize_exact_float(acc3, big_m[c0:c1], sh[c0:c1], zp_out, lo, hi, bound[c0:c1], left_shift=True)
             if q is None:
                 q = requantize(acc3.astype(np.int64), big_m[c0:c1], sh[c0:c1], zp_out, lo, hi, channel_axis=1)
             out[chunk, c0:c1] = q[:, :, :oh * pitch].reshape(nb, c1 - c0, oh, pitch)[:, :, :, :ow]
@@ -169,27 +172,35 @@ def _depthwise_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, dila
             check_accumulator(acc, op)
             out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1)
             continue
-        q = requantize_exact_float(acc.reshape(acc.shape[0], c_out, oh * ow), big_m, sh, zp_out, lo, hi, bound)
+        q = requantize_exact_float(acc.reshape(acc.shape[0], c_out, oh * ow), big_m, sh, zp_out, lo, hi, bound,
+                                   left_shift=True)
         out[chunk] = (requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1) if q is None
                       else q.reshape(acc.shape))
     return out
 
 
-def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, hw_padded, out_hw_, mult, plan):
-    """The compiled path (``_jit.depthwise_rows``): int32 taps over stride phases, then requantization."""
+def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations, hw_padded, out_hw_, mult, plan,
+                   ftype):
+    """The compiled paths (``_jit.depthwise_rows`` / ``depthwise_channels_last``): taps in ``ftype``,
+    where every partial sum is an exact integer, then the requantization with the bias."""
     n, c_in = x.shape[:2]
     c_out, _, kh, kw = weight.shape
     (sh_h, sh_w), (dh, dw) = strides, dilations
-    out = np.empty((n, c_out, *out_hw_), dtype=np.int8)
-    bias32 = np.zeros(c_out, np.int32) if b is None else b.astype(np.int32)
+    (oh, ow), (hp, wp) = out_hw_, hw_padded
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
+    bias64 = np.zeros(c_out, np.int64) if b is None else b.astype(np.int64)
     params = _jit.requant_params(*plan)
-    xc, (hp, wp) = np.ascontiguousarray(x), hw_padded
-    if mult == 1 and out_hw_[0] * out_hw_[1] <= SMALL_IMAGE:
+    xc = np.ascontiguousarray(x)
+    if mult == 1 and oh * ow <= SMALL_IMAGE:
         # Small images: a channel's loops are too short to vectorize; run over channels instead.
         _jit.depthwise_channels_last(xc, pads[0], pads[1], hp, wp,
-                                     np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=np.int32),
-                                     bias32, zp_in, sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, out)
+                                     np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=ftype),
+                                     bias64, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi,
+                                     np.zeros((hp, wp, c_out), dtype=ftype), out)
         return out
-    _jit.depthwise_rows(xc, pads[0], pads[1], hp, wp, np.ascontiguousarray(weight[:, 0], dtype=np.int32), bias32,
-                        mult, zp_in, sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, out)
+    hq, wq = -(-hp // sh_h), -(-wp // sh_w)
+    phases = np.zeros((sh_h * sh_w, (hq + 1) * wq), dtype=ftype)   # a zero row after each phase
+    _jit.depthwise_rows(xc, pads[0], pads[1], hp, wp, np.ascontiguousarray(weight[:, 0], dtype=ftype), bias64,
+                        mult, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, phases,
+                        np.empty(oh * wq, dtype=ftype), out)
     return out
