@@ -31,7 +31,7 @@ def would_expand(fn: Function, config: Config) -> bool:
     """Does any expansion apply to ``fn`` (without changing it)?"""
     rules = [_respecting(r, config) for r in EXPANSIONS]
     for op in fn.ops:
-        if len(op.results) != 1:
+        if not op.results:
             continue
         for rule in rules:
             m = match(rule.pattern, op.results[0])

@@ -78,7 +78,7 @@ def apply_rules(target: Module | Function, rules: Sequence[Rule], *, max_iterati
         for _ in range(max_iterations):
             changed = False
             for op in list(fn.body.ops):
-                if op.block is None or len(op.results) != 1:
+                if op.block is None or not op.results:   # a multi-result op matches at its first result
                     continue
                 for rule in rules:
                     m = match(rule.pattern, op.results[0])

@@ -11,6 +11,7 @@ from . import conv, binary, shape, pool, resize, activation, movement, reduce, n
 from . import matmul  # noqa: F401  (MatMul of two activations: after conv's MatMul with weights)
 from . import transpose_conv  # noqa: F401  (its bias-Add form has priority -1: before binary's Add)
 from . import select, shape_of  # noqa: F401  (selection, comparisons and SHAPE: tried last)
+from . import split  # noqa: F401  (an expansion: Split as Slices)
 from .registry import (DECLARATIONS, EXPANSIONS, Format, QuantOp, SolverRules, declaration_for, declare,
                        declare_expansion, patterns)
 
