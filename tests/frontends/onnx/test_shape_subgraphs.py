@@ -135,3 +135,18 @@ def test_a_target_fed_by_the_caller_is_refused_with_a_hint(make_onnx_model):
     with pytest.raises(UnsupportedOpError, match=r"node 'r' .*input 1 \('t', the shape\) of Reshape must be a "
                                                  r"constant.*bind it with load_onnx\(\.\.\., constant_inputs=\.\.\.\)"):
         load_onnx(model)
+
+
+def test_the_run_time_reshape_refuses_a_result_its_type_contradicts():
+    # a dim the importer proved (the type the rest of the graph was built on) is checked at run time
+    from quantir.errors import ShapeError
+    from quantir.runtime.kernels.reshape import dynamic_reshape
+    from quantir.types import TensorType, f32, parse_type
+    x_t, s_t = TensorType((None, 6), f32), parse_type("tensor<2xi64>")
+    from quantir.ir import Function
+    fn = Function.create("main", [x_t, s_t], [])
+    op = nn.DYNAMIC_RESHAPE.build(list(fn.arguments), [TensorType((None, 3), f32)], dims=(-1, 3))
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.testing.assert_array_equal(dynamic_reshape(op, x, _i64(4, 3)), x.reshape(4, 3))
+    with pytest.raises(ShapeError, match=r"gives \(3, 4\), but the model's types say \(None, 3\)"):
+        dynamic_reshape(op, x, _i64(3, 4))
