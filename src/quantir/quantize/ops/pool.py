@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...ir import Value
 from ...ir.dialects import nn, qnn
+from ...ir.dialects.nn_conv import window_geometry
 from ...rewrite import Match, Pat
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
@@ -25,15 +26,58 @@ def _check_pool(m: Match) -> str | None:
     op = m.ops["op"]
     if rank(op.operands[0]) != 4:
         return "only 2-D pooling over NCHW tensors is quantized"
-    if op.attr("ceil_mode"):
-        return "ceil_mode=1 has no LiteRT equivalent"
     if any(d != 1 for d in (op.attr("dilations") or ())):
         return "dilated pooling has no LiteRT equivalent"
     if len(op.results) > 1:
         return "MaxPool indices output is not quantizable"
     if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and any(op.attr("pads") or ()):
         return "AveragePool with count_include_pad=1 and padding differs from LiteRT (which skips padding)"
-    return dynamic_padding_reason(op, op.attr("kernel_shape"))
+    return dynamic_padding_reason(op, op.attr("kernel_shape")) or (_check_ceil(op) if op.attr("ceil_mode") else None)
+
+
+def pool_pads(op) -> tuple[int, ...]:
+    """The op's pads ``(top, left, bottom, right)``, with ``ceil_mode``'s extra end padding made explicit.
+
+    ceil_mode=1 adds a last window per axis that overhangs the (padded) input, kept when it starts
+    inside it. Padding the end by that overhang gives the same output size and the same windows with
+    floor division; the padded cells must then never count: MAX_POOL_2D's explicit pads are the
+    storage minimum (never above a real cell), and LiteRT's average divides by the in-image cells,
+    as ONNX does for the overhang (and for explicit pads with count_include_pad=0).
+    """
+    kernel = op.attr("kernel_shape")
+    w = conv_window(op, kernel)
+    if not op.attr("ceil_mode"):
+        return w["pads"]
+    spatial = op.operands[0].type.shape[2:]
+    outs = op.results[0].type.shape[2:]
+    if None in spatial or None in outs:   # stride 1 (_check_ceil): ceil and floor give the same windows
+        return w["pads"]
+    top, left, bottom, right = w["pads"]
+    extra = [(o - 1) * s + k - (n + b + a)
+             for o, s, k, n, b, a in zip(outs, w["strides"], kernel, spatial, (top, left), (bottom, right))]
+    return (top, left, bottom + max(0, extra[0]), right + max(0, extra[1]))
+
+
+def _check_ceil(op) -> str | None:
+    spatial, outs = op.operands[0].type.shape[2:], op.results[0].type.shape[2:]
+    strides = tuple(op.attr("strides") or (1, 1))
+    if any(n is None and s > 1 for n, s in zip(spatial, strides)) or None in outs and any(s > 1 for s in strides):
+        return (f"ceil_mode=1 with strides {strides} on a dynamic spatial size: the overhang padded at the end "
+                "depends on the size, and LiteRT's pools take fixed padding")
+    if None in spatial:   # stride 1: ceil and floor give the same windows
+        return None
+    pads = pool_pads(op)
+    if op.opdef is nn.AVERAGE_POOL and not _same_or_valid(pads, spatial, op.attr("kernel_shape"), strides):
+        return (f"AveragePool with ceil_mode=1 on {spatial[0]}x{spatial[1]} pads {pads} (the overhang made "
+                "explicit), neither SAME nor VALID: LiteRT AVERAGE_POOL_2D takes no other padding")
+    return None
+
+
+def _same_or_valid(pads, spatial, kernel, strides) -> bool:
+    if not any(pads):
+        return True
+    same = window_geometry(spatial, kernel, {"strides": strides, "auto_pad": "SAME_UPPER"})
+    return tuple(pads) == tuple(same.pads_begin) + tuple(same.pads_end)
 
 
 def _check_mean(m: Match) -> str | None:
@@ -50,7 +94,7 @@ def lower_pool(opdef):
         attrs = conv_window(op, kernel)
         x = lw.input(r.match["x"])
         return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"],
-                                   pads=attrs["pads"]), op).result
+                                   pads=pool_pads(op)), op).result
     return lower
 
 
