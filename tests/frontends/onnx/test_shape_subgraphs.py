@@ -150,3 +150,17 @@ def test_the_run_time_reshape_refuses_a_result_its_type_contradicts():
     np.testing.assert_array_equal(dynamic_reshape(op, x, _i64(4, 3)), x.reshape(4, 3))
     with pytest.raises(ShapeError, match=r"gives \(3, 4\), but the model's types say \(None, 3\)"):
         dynamic_reshape(op, x, _i64(3, 4))
+
+
+@pytest.mark.parametrize("consumer", ["Expand", "ConstantOfShape", "Tile"])
+def test_other_consumers_of_a_run_time_shape_name_the_node_and_the_input(make_onnx_model, consumer):
+    # quantir follows run-time targets of Reshape only; the others must fold, and say so
+    dims = [helper.make_node("Shape", ["x"], ["xs"])]
+    inputs = {"Expand": ["x", "xs"], "ConstantOfShape": ["xs"], "Tile": ["x", "xs"]}[consumer]
+    what = {"Expand": "shape", "ConstantOfShape": "shape", "Tile": "repeats"}[consumer]
+    slot = 0 if consumer == "ConstantOfShape" else 1
+    nodes = [*dims, helper.make_node(consumer, inputs, ["y"], name="c")]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 3))], [("y", np.float32, None)])
+    with pytest.raises(UnsupportedOpError, match=rf"node 'c' \({consumer} -> 'y'\): input {slot} \('xs', the "
+                                                 rf"{what}\) of {consumer} must be a constant"):
+        load_onnx(model)
