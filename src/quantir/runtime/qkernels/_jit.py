@@ -89,79 +89,124 @@ def _tap_run(phases, rr, cc, sh_h, sw, wq, length):
 
 
 def _depthwise_rows(x, top, left, hp, wp, w, bias, mult, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp, lo,
-                    hi, phases, acc, out):
+                    hi, phases, plane_f, acc, row8, out):
     """``x``: [N, C_in, H, W] int8, read as if padded by ``top``/``left`` (to ``hp`` x ``wp``) with
     ``zp_in`` (the padding holds x - zp_in = 0); ``w``: [C_out, KH, KW], ``zp_in`` and the scratch
-    ``phases`` (zeros, ``[sh_h·sw, (hq + 1)·wq]``) and ``acc`` (``OH·wq``) in one float dtype (int8
-    minus a float stays in it; an int64 would convert lane by lane), in which every
-    partial sum of the taps is exact (the caller checks; ``bias`` [C_out] int64 is added in the
-    requantization).
+    ``phases`` (zeros, ``[sh_h·sw, (hq + 1)·wq]``) and ``acc`` (``BLOCK``) in one float dtype (int8
+    minus a float stays in it; an int64 would convert lane by lane), in which every partial sum of
+    the taps is exact (the caller checks; ``bias`` [C_out] int64 is added in the requantization);
+    ``plane_f``: ``H·W`` of that dtype; ``row8``: int8 ``OH·wq``.
 
     Each input channel is first split into its sh_h·sh_w stride phases (``x[a::sh_h, b::sw]``,
     minus ``zp_in``, rows of ``wq`` values, a zero row after): then tap (ki, kj) of output
     (i, j) reads phase (r % sh_h, c % sw) at ``(i + r // sh_h)·wq + j + c // sw`` with
     r = ki·dh, c = kj·dw, so every tap is one contiguous run over q = i·wq + j and the
     multiply-adds vectorize (in float: numba widens int32 products to int64, which AVX2 cannot
-    multiply in vectors). Positions j >= OW of each row are computed and never read."""
+    multiply in vectors). Positions j >= OW of each row are computed and dropped. The taps run over
+    blocks of ``BLOCK`` positions (in L1), each requantized into ``row8`` as one run: numba's
+    loops are slow on runs shorter than their vector width (an output row of 14 is)."""
     n, c_out, oh, ow = out.shape
     h, wd = x.shape[2], x.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    hq, wq = (hp + sh_h - 1) // sh_h, (wp + sw - 1) // sw
+    wq = (wp + sw - 1) // sw
     length = oh * wq
     for i_n in range(n):
         last = -1
         for oc in range(c_out):
             ic = oc // mult
-            if ic != last:   # only the image's positions: the padding stays 0 from the start
-                for pr in range(sh_h):
-                    for pc in range(sw):
-                        plane = phases[pr * sw + pc]
-                        b_lo = max(0, (left - pc + sw - 1) // sw)          # phase columns inside the image
-                        b_hi = min(wq, (wd + left - pc + sw - 1) // sw)
-                        for a2 in range(hq):
-                            a = a2 * sh_h + pr - top
-                            if a < 0 or a >= h:
-                                continue
-                            src = x[i_n, ic, a]
-                            dst = plane[a2 * wq:(a2 + 1) * wq]
-                            if sw == 1:   # unit stride: a loop the compiler vectorizes
-                                for b in range(wd):
-                                    dst[b + left] = src[b] - zp_in
-                            else:
-                                for b2 in range(b_lo, b_hi):
-                                    dst[b2] = src[b2 * sw + pc - left] - zp_in
+            if ic != last:
+                _split_phases(x[i_n, ic].ravel(), zp_in, top, left, h, wd, wq, sh_h, sw, plane_f, phases)
                 last = ic
-            first = True
-            for ki in range(kh):
-                rr = ki * dh
-                kj = 0
-                while kj < kw:   # three taps of a kernel row per pass over the accumulators
-                    if kj + 3 <= kw:
-                        r0 = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)
-                        r1 = _tap_run(phases, rr, (kj + 1) * dw, sh_h, sw, wq, length)
-                        r2 = _tap_run(phases, rr, (kj + 2) * dw, sh_h, sw, wq, length)
-                        w0, w1, w2 = w[oc, ki, kj], w[oc, ki, kj + 1], w[oc, ki, kj + 2]
-                        if first:
-                            for q in range(length):
-                                acc[q] = w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
-                        else:
-                            for q in range(length):
-                                acc[q] += w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
-                        kj += 3
-                    else:
-                        run = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)
-                        wv = w[oc, ki, kj]
-                        if first:
-                            for q in range(length):
-                                acc[q] = wv * run[q]
-                        else:
-                            for q in range(length):
-                                acc[q] += wv * run[q]
-                        kj += 1
-                    first = False
-            for i in range(oh):   # straight into the output row: the columns past OW are dropped
-                _requantize_row(acc[i * wq:i * wq + ow], bias[oc], out[i_n, oc, i], scale[oc], half[oc], fast[oc],
-                                m[oc], r[oc], zp, lo, hi)
+            for q0 in range(0, length, BLOCK):
+                q1 = min(length, q0 + BLOCK)
+                _depthwise_block(phases, w, oc, kh, kw, dh, dw, sh_h, sw, wq, length, q0, q1, acc)
+                _requantize_row(acc[:q1 - q0], bias[oc], row8[q0:q1], scale[oc], half[oc], fast[oc], m[oc], r[oc],
+                                zp, lo, hi)
+            for i in range(oh):   # the columns past OW of each row are dropped
+                dst, src8 = out[i_n, oc, i], row8[i * wq:i * wq + ow]
+                for j in range(ow):
+                    dst[j] = src8[j]
+
+
+def _split_phases(plane8, zp_in, top, left, h, wd, wq, sh_h, sw, plane_f, phases):
+    """Write ``plane8 - zp_in`` (one channel, ``h·wd`` int8) into its stride phases. Only the
+    image's positions are written: the padding stays 0 from the start. The plane is converted in
+    one long loop first (numba vectorizes long loops; a row of 56 runs mostly scalar), then its
+    rows are copied. Every loop indexes a pre-cut slice with its own counter: an index with a
+    runtime offset (``b + left``) makes numba test it for wraparound, element by element, which
+    keeps the loop scalar (measured 4x slower)."""
+    for t in range(h * wd):
+        plane_f[t] = plane8[t] - zp_in
+    for a in range(h):
+        pr, a2 = (a + top) % sh_h, (a + top) // sh_h
+        row = plane_f[a * wd:(a + 1) * wd]
+        if sw == 1:
+            dst = phases[pr, a2 * wq + left:a2 * wq + left + wd]
+            for b in range(wd):
+                dst[b] = row[b]
+            continue
+        for pc in range(sw):   # phase column b2 holds padded column b2·sw + pc = b + left
+            b_lo = max(0, (left - pc + sw - 1) // sw)
+            b_hi = min(wq, (wd + left - pc + sw - 1) // sw)
+            if b_hi <= b_lo:
+                continue
+            dst = phases[pr * sw + pc, a2 * wq + b_lo:a2 * wq + b_hi]
+            src = row[b_lo * sw + pc - left:]
+            if sw == 2:   # a literal stride: the compiler vectorizes the split
+                for t in range(b_hi - b_lo):
+                    dst[t] = src[2 * t]
+            else:
+                for t in range(b_hi - b_lo):
+                    dst[t] = src[t * sw]
+
+
+BLOCK = 512   # accumulators per block of the depthwise taps (2 KiB in float32)
+
+
+def _depthwise_block(phases, w, oc, kh, kw, dh, dw, sh_h, sw, wq, length, q0, q1, acc):
+    """``acc[:q1 - q0]`` = the taps' sum at positions ``q0 .. q1`` of :func:`_depthwise_rows`'s runs,
+    three (or two) taps of a kernel row per pass."""
+    n = q1 - q0
+    first = True
+    for ki in range(kh):
+        rr = ki * dh
+        kj = 0
+        while kj < kw:
+            left = kw - kj
+            if left >= 3:
+                r0 = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)[q0:q1]
+                r1 = _tap_run(phases, rr, (kj + 1) * dw, sh_h, sw, wq, length)[q0:q1]
+                r2 = _tap_run(phases, rr, (kj + 2) * dw, sh_h, sw, wq, length)[q0:q1]
+                w0, w1, w2 = w[oc, ki, kj], w[oc, ki, kj + 1], w[oc, ki, kj + 2]
+                if first:
+                    for q in range(n):
+                        acc[q] = w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
+                else:
+                    for q in range(n):
+                        acc[q] += w0 * r0[q] + w1 * r1[q] + w2 * r2[q]
+                kj += 3
+            elif left == 2:
+                r0 = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)[q0:q1]
+                r1 = _tap_run(phases, rr, (kj + 1) * dw, sh_h, sw, wq, length)[q0:q1]
+                w0, w1 = w[oc, ki, kj], w[oc, ki, kj + 1]
+                if first:
+                    for q in range(n):
+                        acc[q] = w0 * r0[q] + w1 * r1[q]
+                else:
+                    for q in range(n):
+                        acc[q] += w0 * r0[q] + w1 * r1[q]
+                kj += 2
+            else:
+                r0 = _tap_run(phases, rr, kj * dw, sh_h, sw, wq, length)[q0:q1]
+                w0 = w[oc, ki, kj]
+                if first:
+                    for q in range(n):
+                        acc[q] = w0 * r0[q]
+                else:
+                    for q in range(n):
+                        acc[q] += w0 * r0[q]
+                kj += 1
+            first = False
 
 
 def _quantize_f32(x, scale, zp, qmin, qmax, out):
@@ -233,15 +278,16 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
                     else:
                         for q in range(width):
                             accrow[q] += wv[q] * src[q]
-                else:         # one contiguous channel vector per output position
-                    for j in range(ow):
-                        base = (j * sw + kj * dw) * c
+                else:         # one contiguous channel vector per output position (pre-cut slices: see
+                    for j in range(ow):   # _split_phases on indices with a runtime offset)
+                        a_j, w_j = accrow[j * c:(j + 1) * c], wv[j * c:(j + 1) * c]
+                        s_j = flat[(j * sw + kj * dw) * c:(j * sw + kj * dw + 1) * c]
                         if ki == 0 and kj == 0:
                             for ch in range(c):
-                                accrow[j * c + ch] = wv[j * c + ch] * flat[base + ch]
+                                a_j[ch] = w_j[ch] * s_j[ch]
                         else:
                             for ch in range(c):
-                                accrow[j * c + ch] += wv[j * c + ch] * flat[base + ch]
+                                a_j[ch] += w_j[ch] * s_j[ch]
         for q in range(width):
             y = (np.float64(accrow[q]) + brep[q]) * srep[q]
             y = y + math.copysign(hrep[q], y) + off
@@ -288,6 +334,8 @@ if AVAILABLE:
     _tap_run = _jit(_tap_run)
     requantize_rows = _jit(_requantize_rows)
     requantize_channel_major = _jit(_requantize_channel_major)
+    _depthwise_block = _jit(_depthwise_block)
+    _split_phases = _jit(_split_phases)
     depthwise_rows = _jit(_depthwise_rows)
     _channels_last_rows = _jit(_channels_last_rows)
     depthwise_channels_last = _jit(_depthwise_channels_last)
