@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..ir import Function, Operation, Value
-from ..ir.dialects import arith, func
+from ..ir.dialects import arith, func, nn
 from ..rewrite import match
 from ..types import FloatType, TensorType
 from .config import Config
@@ -30,6 +30,14 @@ def _not_float(values: Sequence[Value], what: str) -> str | None:
 
 def _integer_result(ops: Sequence[Operation]) -> str | None:
     return _not_float([r for o in ops for r in o.results], "result")
+
+
+# Float ops quantir keeps float on purpose, and why (the report shows it instead of "no pattern").
+KEPT_FLOAT = {
+    nn.LSTM: ("LSTM: LiteRT has no integer BIDIRECTIONAL_SEQUENCE_LSTM (float, or hybrid with float "
+              "activations), and its integer UNIDIRECTIONAL_SEQUENCE_LSTM keeps the cell state in int16 "
+              "with calibrated gate intermediates, outside quantir's int8 op set; quantir keeps it float"),
+}
 
 
 def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:
@@ -71,5 +79,5 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
     for op in fn.body.ops:
         if op in claimed or op.opdef in (arith.CONSTANT, func.RETURN):
             continue
-        float_ops.append((op, refused.get(op, f"no quantizer pattern for '{op.name}'")))
+        float_ops.append((op, refused.get(op, KEPT_FLOAT.get(op.opdef) or f"no quantizer pattern for '{op.name}'")))
     return Annotation(regions, float_ops)

@@ -228,6 +228,21 @@ def _input_list(inputs: dict[int, str]) -> list[str]:
 
 # -- custom converters --------------------------------------------------------------------------
 
+def _lstm(ctx: "NodeContext", op: Operation) -> None:
+    """LSTM: the operands named by ``optional_inputs`` go back to their ONNX slots (3..7), gaps empty."""
+    s = schema("LSTM", ctx.opset, ctx.describe(op))
+    inputs = {i: ctx.name(v) for i, v in enumerate(op.operands[:3])}
+    for name, v in zip(op.attr("optional_inputs") or (), op.operands[3:]):
+        inputs[3 + nn.LSTM_OPTIONAL_INPUTS.index(name)] = ctx.name(v)
+    attrs = []
+    for name in op.attributes:
+        if name == "optional_inputs" or _is_default(op, name):
+            continue
+        if name not in s.attributes:
+            raise UnsupportedOpError(f"{ctx.describe(op)}: ONNX LSTM at opset {ctx.opset} has no attribute '{name}'")
+        attrs.append(attribute(name, op.opdef.attributes[name].kind, op.attr(name), ctx.describe(op)))
+    ctx.node(op, "LSTM", _input_list(inputs), ctx.result_names(op), attrs)
+
 def _split(ctx: "NodeContext", op: Operation) -> None:
     """Split: before opset 18 there is no ``num_outputs``; equal chunks become explicit sizes."""
     if ctx.opset >= 18 or "num_outputs" not in op.attributes or "split" in op.attributes:
@@ -284,4 +299,5 @@ CUSTOM: dict[OpDef, Callable[["NodeContext", Operation], None]] = {
     nn.SPLIT: _split,
     nn.DYNAMIC_RESHAPE: _dynamic_reshape,
     nn.ONNX_OP: _onnx_op,
+    nn.LSTM: _lstm,
 }

@@ -264,6 +264,14 @@ def _batch_norm(ctx):
     return ctx.generic(nn.BATCH_NORMALIZATION)
 
 
+def _lstm(ctx):
+    """LSTM's optional inputs (3..7) may be left out in the middle: the present ones are named."""
+    present = [(name, ctx.input(i)) for i, name in enumerate(nn.LSTM_OPTIONAL_INPUTS, start=3)]
+    present = [(name, v) for name, v in present if v is not None]
+    return ctx.emit(nn.LSTM, [ctx.input(0), ctx.input(1), ctx.input(2), *(v for _, v in present)],
+                    optional_inputs=tuple(name for name, _ in present), **ctx.attributes())
+
+
 CUSTOM: dict[str, Callable] = {
     "Constant": _constant,
     "Dropout": _dropout,
@@ -275,6 +283,7 @@ CUSTOM: dict[str, Callable] = {
     "MatMulInteger": _integer_product(nn.MATMUL_INTEGER),
     "BatchNormalization": _batch_norm,
     "Reshape": _reshape,
+    "LSTM": _lstm,
 }
 
 # Attributes whose ONNX value is a type code.

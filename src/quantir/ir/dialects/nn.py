@@ -20,6 +20,7 @@ The definitions are split by family, each a small table:
                     depth_to_space, space_to_depth, shape, size, constant_of_shape, range
 ``nn_index``        concat, split, slice, gather, pad, resize
 ``nn_quant``        quantize_linear, dequantize_linear, dynamic_quantize_linear
+``nn_recurrent``    lstm
 ==================  ==========================================================================
 
 ``nn.onnx_op`` keeps an ONNX node quantir does not implement (``load_onnx(...,
@@ -43,6 +44,7 @@ from .nn_reduce import ARG_MAX, ARG_MIN, REDUCE, REDUCE_MEAN  # noqa: F401
 from .nn_shape import (CONSTANT_OF_SHAPE, DEPTH_TO_SPACE, EXPAND, FLATTEN, RANGE, RESHAPE, SHAPE,  # noqa: F401
                        SIZE, SPACE_TO_DEPTH, SQUEEZE, TILE, TRANSPOSE, UNSQUEEZE)
 from .nn_shape import DYNAMIC_RESHAPE  # noqa: F401
+from .nn_recurrent import LSTM, OPTIONAL_INPUTS as LSTM_OPTIONAL_INPUTS  # noqa: F401
 
 ONNX_OP = define(
     "onnx_op", (variadic("inputs"),), (variadic_results("outputs"),),

@@ -17,6 +17,7 @@ from . import (average_pool, batch_norm, concat, constant, constant_of_shape, co
                gather, gemm, global_pool, hardmax, instance_norm, layer_norm, lp_norm, lrn, matmul, matmul_integer,
                max_pool, pad, qlinear_conv, qlinear_matmul, quantize_linear, range_, reduce, reshape, resize,
                qnn_ops, shape, slice_, softmax, split, tile, transpose)
+from . import lstm
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 
@@ -26,6 +27,7 @@ _MODULES = (
     elementwise,                                            # unary/binary/variadic tables, cast, where ...
     conv, conv_transpose, conv_integer, qlinear_conv,
     gemm, matmul, matmul_integer, qlinear_matmul,
+    lstm,
     max_pool, average_pool, global_pool,
     batch_norm, layer_norm, instance_norm, lrn, softmax, hardmax, lp_norm,
     reduce,
