@@ -25,10 +25,10 @@ def _model(make_onnx_model, rng):
     w2 = rng.standard_normal((3, 6, 1, 1)).astype(np.float32) * 0.5
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
              helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("Transpose", ["r"], ["k"], perm=[0, 3, 1, 2]),
+             helper.make_node("Transpose", ["r"], ["k"], perm=[3, 0, 1, 2]),
              helper.make_node("Shape", ["k"], ["ks"]),
-             helper.make_node("Reshape", ["r", "ks"], ["y"], name="runtime_reshape"),   # (n, w, 6, 3)
-             helper.make_node("Transpose", ["y"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["r", "ks"], ["y"], name="runtime_reshape"),   # (w, n, 6, 3)
+             helper.make_node("Transpose", ["y"], ["t"], perm=[1, 2, 3, 0]),
              helper.make_node("Conv", ["t", "w2"], ["z"])]
     return make_onnx_model(nodes, [("x", np.float32, ("N", 4, 3, "W"))], [("z", np.float32, ("N", 3, 3, "W"))],
                            {"w": w, "w2": w2})

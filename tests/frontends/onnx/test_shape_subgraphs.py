@@ -82,8 +82,9 @@ def test_static_dims_of_a_dynamic_shape_fold(make_onnx_model, rng):
     assert [tuple(op.attr("shape")) for op in _ops(module, nn.RESHAPE)] == [(-1, 3)]
 
 
-def test_reshape_to_the_runtime_shape_of_another_tensor(make_onnx_model, rng):
-    # PP-OCR's attention: Reshape(q * scale, Shape(k)) with dynamic batch and sequence
+def test_reshape_to_the_shape_of_a_tensor_with_the_same_dims_folds(make_onnx_model, rng):
+    # PP-OCR's attention: Reshape(q * scale, Shape(k)), q and k with the same dynamic batch and
+    # sequence (the transposes and the Mul pass them through): every dynamic entry copies a dim
     nodes = [helper.make_node("Transpose", ["x"], ["k"], perm=[0, 2, 1, 3]),
              helper.make_node("Transpose", ["k"], ["k2"], perm=[0, 2, 1, 3]),
              helper.make_node("Shape", ["k"], ["ks"]),
@@ -94,8 +95,35 @@ def test_reshape_to_the_runtime_shape_of_another_tensor(make_onnx_model, rng):
                             {"scale": np.float32(0.5)})
     module = _check_against_ort(model, [{"x": rng.standard_normal((n, 2, t, 3)).astype(np.float32)}
                                         for n, t in ((1, 7), (2, 4))])
+    assert [tuple(op.attr("shape")) for op in _ops(module, nn.RESHAPE)] == [(0, 0, 2, 3)]
+    assert not _ops(module, nn.DYNAMIC_RESHAPE) and not _ops(module, nn.SHAPE)
+
+
+def test_reshape_to_a_run_time_shape_with_two_moved_dynamic_dims(make_onnx_model, rng):
+    # (n, 2, t, 3) to the shape of its (t, n, 2, 3) transpose: no entry copies its own position
+    nodes = [helper.make_node("Transpose", ["x"], ["k"], perm=[2, 0, 1, 3]),
+             helper.make_node("Shape", ["k"], ["ks"]),
+             helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Reshape", ["r", "ks"], ["y"])]
+    model = make_onnx_model(nodes, [("x", np.float32, ("N", 2, "T", 3))], [("y", np.float32, ("T", "N", 2, 3))])
+    module = _check_against_ort(model, [{"x": rng.standard_normal((n, 2, t, 3)).astype(np.float32)}
+                                        for n, t in ((1, 7), (2, 4))])
     dyn, = _ops(module, nn.DYNAMIC_RESHAPE)
     assert dyn.results[0].type.shape == (None, None, 2, 3)   # the static dims of Shape(k) are proved
+
+
+def test_a_broadcast_of_two_unrelated_dynamic_dims_proves_nothing(make_onnx_model, rng):
+    # b (m, 3) + a (n, 3): m may be 1 at run time, so the sum's dim 0 is not b's
+    nodes = [helper.make_node("Add", ["b", "a"], ["s"]),
+             helper.make_node("Shape", ["b"], ["bs"]),
+             helper.make_node("Concat", ["bs", "minus1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["s", "t"], ["y"])]
+    model = make_onnx_model(nodes, [("a", np.float32, ("N", 3)), ("b", np.float32, ("M", 3))],
+                            [("y", np.float32, None)], {"minus1": _i64(-1)})
+    module = _check_against_ort(model, [{"a": rng.standard_normal((4, 3)).astype(np.float32),
+                                         "b": rng.standard_normal((m, 3)).astype(np.float32)} for m in (4, 1)])
+    # (Dim(b, 0), 3, -1): one unknown beside a -1 is not foldable, so it is read at run time
+    assert len(_ops(module, nn.DYNAMIC_RESHAPE)) == 1
 
 
 def test_a_dynamic_reshape_refuses_a_shape_with_another_element_count(make_onnx_model, rng):

@@ -174,6 +174,8 @@ class NodeContext:
             results = [c.results[0] for c in replace_with_constants(op, folded)]
         elif (known := symbolic.evaluate(op, self.importer.symbolic)) is not None:
             results = [c.results[0] for c in replace_with_constants(op, [known])]
+        else:
+            symbolic.relate(op, self.importer.dim_classes, self.importer.symbolic)
         return list(results)
 
 
@@ -189,6 +191,7 @@ class GraphImporter:
         self.values: dict[str, Value] = {}
         self._onnx_types: dict[str, onnx.TypeProto] | None = None
         self.symbolic: dict[Value, symbolic.SymTensor] = {}   # partially known shape tensors
+        self.dim_classes = symbolic.DimClasses()               # dynamic dims known to be equal
         self.fn: Function
 
     def error(self, cls, message: str) -> QuantirError:

@@ -239,7 +239,8 @@ def _reshape(ctx):
     if array is not None:
         return ctx.emit(nn.RESHAPE, [data], shape=_ints(array), **attrs)
     sym = symbolic.lookup(target, ctx.importer.symbolic)
-    resolved = symbolic.resolve_reshape(data, sym, allowzero) if sym is not None else None
+    resolved = (symbolic.resolve_reshape(data, sym, allowzero, ctx.importer.dim_classes) if sym is not None
+                else None)
     if resolved is not None:
         return ctx.emit(nn.RESHAPE, [data], shape=resolved, **attrs)
     if isinstance(target, BlockArgument):

@@ -9,10 +9,11 @@ time"), or an :class:`Expr` (integer arithmetic on such elements: ``d2 * d3`` of
 int Cast, and Mul/Add/Sub/Div on ints.
 
 A consumer that needs a constant shape (Reshape) then resolves it with
-:func:`resolve_reshape`: ``Dim(data, i)`` at position ``i`` of a reshape of ``data`` itself
-is ``0`` (copy that dim), and one remaining unknown entry is ``-1`` (the element count
-fixes it). What does not resolve so is reshaped at run time (``nn.dynamic_reshape``), with
-the elements known here as its result's static dims.
+:func:`resolve_reshape`: ``Dim(data, i)`` at position ``i`` of a reshape of ``data`` itself,
+or a dim :class:`DimClasses` proves the same size (the ops between pass it through), is ``0``
+(copy that dim), and one remaining unknown entry is ``-1`` (the element count fixes it).
+What does not resolve so is reshaped at run time (``nn.dynamic_reshape``), with the
+elements known here as its result's static dims.
 """
 from __future__ import annotations
 
@@ -187,11 +188,180 @@ def evaluate(op: Operation, table: dict) -> np.ndarray | None:
     return None
 
 
-def resolve_reshape(data: Value, target: SymTensor, allowzero: int) -> tuple[int, ...] | None:
+class DimClasses:
+    """Which dynamic dims are provably the same size: a union-find over ``Dim``s, joined by the
+    ops that pass a dim through unchanged (elementwise ops, transposes, copies of a reshape,
+    the kept axes of a slice ...). PP-OCR writes ``Reshape(q, Shape(k))`` where q and k are
+    slices of one tensor: their batch and sequence dims are one class, so the target is ``0``s."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Dim, Dim] = {}
+
+    def find(self, d: Dim) -> Dim:
+        root = d
+        while root in self.parent:
+            root = self.parent[root]
+        while d in self.parent and self.parent[d] is not root:   # path compression
+            self.parent[d], d = root, self.parent[d]
+        return root
+
+    def union(self, a: Dim, b: Dim) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+    def same(self, a, b) -> bool:
+        return isinstance(a, Dim) and isinstance(b, Dim) and self.find(a) == self.find(b)
+
+
+def _dims(v: Value) -> tuple | None:
+    return getattr(v.type, "shape", None)
+
+
+def _join(classes: DimClasses, out: Value, i: int, src: Value, j: int) -> None:
+    """Result dim ``i`` of ``out`` is dim ``j`` of ``src`` (both dynamic, or nothing to record)."""
+    a, b = _dims(out), _dims(src)
+    if a is not None and b is not None and 0 <= i < len(a) and 0 <= j < len(b) and a[i] is None and b[j] is None:
+        classes.union(Dim(out, i), Dim(src, j))
+
+
+def _same_shape(op, classes, table):
+    x, y = op.operands[0], op.results[0]
+    if _dims(x) is not None and _dims(y) is not None and len(_dims(x)) == len(_dims(y)):
+        for i in range(len(_dims(y))):
+            _join(classes, y, i, x, i)
+
+
+def _broadcast(op, classes, table):
+    """A dynamic result dim is an operand's when every other operand has 1, nothing or the same
+    class there (two different dynamic dims may broadcast a 1 at run time: nothing is known)."""
+    y = op.results[0]
+    out = _dims(y)
+    shapes = [_dims(v) for v in op.operands]
+    if out is None or any(s is None for s in shapes):
+        return
+    for i in range(len(out)):
+        aligned = [(v, len(s) - len(out) + i) for v, s in zip(op.operands, shapes) if len(s) - len(out) + i >= 0]
+        dynamic = [(v, j) for v, j in aligned if _dims(v)[j] is None]
+        if not dynamic or any(_dims(v)[j] not in (None, 1) for v, j in aligned):
+            continue
+        first = Dim(*dynamic[0])
+        if all(classes.same(first, Dim(v, j)) for v, j in dynamic[1:]):
+            _join(classes, y, i, *dynamic[0])
+
+
+def _transpose_dims(op, classes, table):
+    x, y = op.operands[0], op.results[0]
+    if _dims(x) is None:
+        return
+    perm = op.attr("perm") or tuple(reversed(range(len(_dims(x)))))
+    for i, p in enumerate(perm):
+        _join(classes, y, i, x, p % len(_dims(x)))
+
+
+def _reshape_dims(op, classes, table):
+    if op.attr("allowzero"):
+        return
+    for i, d in enumerate(op.attr("shape")):
+        if d == 0:
+            _join(classes, op.results[0], i, op.operands[0], i)
+
+
+def _dynamic_reshape_dims(op, classes, table):
+    target = table.get(op.operands[1])
+    if target is None:
+        return
+    for i, item in enumerate(target.items):
+        if isinstance(item, Dim):
+            _join(classes, op.results[0], i, item.value, item.index)
+        elif item == 0 and known(item) and not op.attr("allowzero"):
+            _join(classes, op.results[0], i, op.operands[0], i)
+
+
+def _kept_axes(op, classes, table, removed: bool):
+    """Squeeze (``removed``) or Unsqueeze: the other dims keep their order."""
+    x, y = op.operands[0], op.results[0]
+    if _dims(x) is None or _dims(y) is None:
+        return
+    long = _dims(x) if removed else _dims(y)
+    axes = {a % len(long) for a in (op.attr("axes") or ())}
+    if removed and not axes:
+        return
+    kept = [i for i in range(len(long)) if i not in axes]
+    for short_i, long_i in enumerate(kept):
+        if removed:
+            _join(classes, y, short_i, x, long_i)
+        else:
+            _join(classes, y, long_i, x, short_i)
+
+
+def _slice_dims(op, classes, table):
+    x, y = op.operands[0], op.results[0]
+    if _dims(x) is None:
+        return
+    rank = len(_dims(x))
+    sliced = {a % rank for a in (op.attr("axes") or range(len(op.attr("starts"))))}
+    for i in range(rank):
+        if i not in sliced:
+            _join(classes, y, i, x, i)
+
+
+def _batch_dim(op, classes, table):
+    _join(classes, op.results[0], 0, op.operands[0], 0)
+
+
+def _concat_dims(op, classes, table):
+    y = op.results[0]
+    if _dims(y) is None:
+        return
+    axis = op.attr("axis") % len(_dims(y))
+    for v in op.operands:
+        for i in range(len(_dims(y))):
+            if i != axis:
+                _join(classes, y, i, v, i)
+
+
+def _matmul_dims(op, classes, table):
+    a, b = op.operands
+    y = op.results[0]
+    sa, sb, sy = _dims(a), _dims(b), _dims(y)
+    if sa is None or sb is None or sy is None or len(sa) < 2 or len(sb) < 2:
+        return
+    _join(classes, y, len(sy) - 2, a, len(sa) - 2)
+    _join(classes, y, len(sy) - 1, b, len(sb) - 1)
+    if len(sb) == 2:   # a weight matrix: the leading dims are a's
+        for i in range(len(sa) - 2):
+            _join(classes, y, i, a, i)
+
+
+_SAME_SHAPE = (*nn.UNARY.values(), nn.CAST, nn.DROPOUT, nn.SOFTMAX, nn.LOG_SOFTMAX, nn.HARDMAX,
+               nn.LP_NORMALIZATION, nn.LAYER_NORMALIZATION, nn.BATCH_NORMALIZATION, nn.INSTANCE_NORMALIZATION,
+               nn.LRN, nn.IS_NAN, nn.IS_INF)
+_BROADCAST = (*nn.BINARY.values(), *nn.COMPARE.values(), *nn.VARIADIC.values(), nn.WHERE, nn.PRELU)
+_DIM_RULES = {**{d: _same_shape for d in _SAME_SHAPE}, **{d: _broadcast for d in _BROADCAST},
+              nn.TRANSPOSE: _transpose_dims, nn.RESHAPE: _reshape_dims, nn.DYNAMIC_RESHAPE: _dynamic_reshape_dims,
+              nn.SQUEEZE: lambda op, c, t: _kept_axes(op, c, t, True),
+              nn.UNSQUEEZE: lambda op, c, t: _kept_axes(op, c, t, False),
+              nn.SLICE: _slice_dims, nn.CONCAT: _concat_dims, nn.MATMUL: _matmul_dims,
+              **{d: _batch_dim for d in (nn.CONV, nn.CONV_TRANSPOSE, nn.MAX_POOL, nn.AVERAGE_POOL,
+                                         nn.GLOBAL_AVERAGE_POOL, nn.GLOBAL_MAX_POOL)}}
+
+
+def relate(op: Operation, classes: DimClasses, table: dict) -> None:
+    """Record which dynamic dims of ``op``'s first result are dims of its operands."""
+    rule = _DIM_RULES.get(op.opdef)
+    if rule is not None and op.results and op.operands:
+        rule(op, classes, table)
+
+
+def resolve_reshape(data: Value, target: SymTensor, allowzero: int,
+                    classes: DimClasses | None = None) -> tuple[int, ...] | None:
     """A constant Reshape target equivalent to the partially known ``target``, or None."""
     out: list[int | Dim] = []
     for pos, item in enumerate(target.items):
-        if isinstance(item, Dim) and item.value is data and item.index == pos and not allowzero:
+        copies = isinstance(item, Dim) and ((item.value is data and item.index == pos) or
+                                            (classes is not None and classes.same(item, Dim(data, pos))))
+        if copies and not allowzero:
             out.append(0)
         else:
             out.append(item)
@@ -242,5 +412,5 @@ def lookup(v: Value, table: dict) -> SymTensor | None:
     return table.get(v)
 
 
-__all__ = ["Dim", "Expr", "SymTensor", "combine", "evaluate", "known", "resolve_reshape", "reshape_dims",
-           "static_length", "lookup"]
+__all__ = ["Dim", "DimClasses", "Expr", "SymTensor", "combine", "evaluate", "known", "lookup", "relate",
+           "reshape_dims", "resolve_reshape", "static_length"]
