@@ -16,6 +16,7 @@ from quantir.ir.dialects import qnn
 from quantir.numerics import resize_nearest_indices
 from quantir.quantize.ops.resize import dynamic_nearest_mode, onnx_nearest_indices
 from quantir.runtime import run
+from quantir.verify import verify_tflite
 
 RNG = np.random.default_rng(0)
 C = 4
@@ -77,16 +78,29 @@ def _exports_agree(r, tmp_path, sizes, exact=False):
 
 # -- padding ----------------------------------------------------------------------------------------
 
+def _verify_tflite(r, tmp_path, sizes):
+    """The .tflite (dynamic H, W in its shape signatures) is bit-exact with LiteRT's reference
+    kernels at each size."""
+    path = r.save(tmp_path / "m.tflite")
+    for hw in sizes:
+        report = verify_tflite(path, {"x": RNG.normal(size=(2, C, *hw)).astype(np.float32)}, intermediates=False)
+        assert report.ok, report.text()
+        assert report.outputs[0].shape[2:] == run(r.module, {"x": np.zeros((1, C, *hw), np.float32)})["y"].shape[2:]
+
+
 def test_same_upper_stride_one_has_fixed_pads_at_any_size(tmp_path):
-    # PP-OCRv6's detectors: Conv and MaxPool, kernel 2, stride 1, auto_pad SAME_UPPER on ?x?
+    # PP-OCRv6's detectors: Conv and MaxPool, kernel 2, stride 1, auto_pad SAME_UPPER on ?x?, and a
+    # one-channel head (its NCHW and NHWC forms hold the same order, with two dynamic dims)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[2, 2], auto_pad="SAME_UPPER"),
-             helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_UPPER")]
-    path = _model(tmp_path, nodes, [_weights("w", (C, C, 2, 2)), _weights("b", (C,))])
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_UPPER"),
+             helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1])]
+    path = _model(tmp_path, nodes, [_weights("w", (C, C, 2, 2)), _weights("b", (C,)), _weights("w2", (1, C, 1, 1))],
+                  out_c=1)
     r = _quantize(path)
     assert not r.annotation.float_ops
-    conv, pool = (op for op in r.module.main.ops if op.name in ("qnn.conv", "qnn.max_pool"))
+    conv, pool, _ = (op for op in r.module.main.ops if op.name in ("qnn.conv", "qnn.max_pool"))
     assert tuple(conv.attr("pads")) == tuple(pool.attr("pads")) == (0, 0, 1, 1)   # the odd pixel at the end
-    assert r.module.main.ops[-1].operands[0].type.shape == (None, C, None, None)
+    assert r.module.main.ops[-1].operands[0].type.shape == (None, 1, None, None)
     for hw in ((12, 10), (7, 9)):
         x = RNG.normal(size=(1, C, *hw)).astype(np.float32)
         y = run(r.module, {"x": x})["y"]
@@ -94,6 +108,7 @@ def test_same_upper_stride_one_has_fixed_pads_at_any_size(tmp_path):
         assert y.shape == want.shape
         assert np.abs(y - want).max() <= 0.1 * np.abs(want).max()   # int8 of the float function
     _exports_agree(r, tmp_path, ((12, 10), (7, 9)))
+    _verify_tflite(r, tmp_path, ((12, 10), (7, 9)))
 
 
 @pytest.mark.parametrize("op_type", ["Conv", "MaxPool", "AveragePool"])
@@ -121,10 +136,11 @@ def _resize_model(tmp_path, scale, mode="nearest", cmode="asymmetric", nearest_m
     return _model(tmp_path, first + [node], [scales] + [_weights("w1", (C, C, 1, 1))] * conv)
 
 
-@pytest.mark.parametrize("scale", [2.0, 4.0])
-def test_nearest_resize_by_a_power_of_two_copies_stored_integers_at_any_size(tmp_path, scale):
+@pytest.mark.parametrize("scale,cmode,nmode", [(2.0, "asymmetric", "floor"), (4.0, "asymmetric", "floor"),
+                                               (2.0, "half_pixel", "round_prefer_ceil")])
+def test_nearest_resize_by_a_power_of_two_copies_stored_integers_at_any_size(tmp_path, scale, cmode, nmode):
     # PP-OCRv5 / v6 detectors, PicoDet: Resize nearest, asymmetric + floor, scales 2 and 4 on ?x?
-    path = _resize_model(tmp_path, scale)
+    path = _resize_model(tmp_path, scale, cmode=cmode, nearest_mode=nmode)
     r = _quantize(path)
     assert not r.annotation.float_ops
     (op,) = (o for o in r.module.main.ops if o.opdef is qnn.RESIZE_NEAREST)
@@ -137,9 +153,10 @@ def test_nearest_resize_by_a_power_of_two_copies_stored_integers_at_any_size(tmp
         # values, each repeated f x f (the float op's pixels, the input's one rounding)
         x_q = y[:, :, ::f, ::f]
         np.testing.assert_array_equal(y, np.repeat(np.repeat(x_q, f, axis=2), f, axis=3))
-        np.testing.assert_allclose(x_q, x, atol=_step(r) / 2 + 1e-6)
+        np.testing.assert_allclose(x_q, _input_q(r, x), atol=1e-6)
         np.testing.assert_array_equal(_ort(path, x_q), y)   # the float model on those values
     _exports_agree(r, tmp_path, ((12, 10), (5, 7)), exact=True)
+    _verify_tflite(r, tmp_path, ((12, 10), (5, 7)))   # size = SHAPE → STRIDED_SLICE → MUL, read back as factors
 
 
 def test_nearest_resize_by_three_on_dynamic_sizes_stays_float(tmp_path):
@@ -159,6 +176,7 @@ def test_linear_resize_by_two_on_dynamic_sizes(tmp_path):
         assert y.shape == want.shape
         assert np.abs(y - want).max() <= 1.01 * _step(r)   # LiteRT's fixed-point weights and rounding
     _exports_agree(r, tmp_path, ((12, 10), (5, 7)))
+    _verify_tflite(r, tmp_path, ((12, 10), (5, 7)))
 
 
 MODES = [(c, n) for c in ("asymmetric", "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners")

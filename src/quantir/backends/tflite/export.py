@@ -31,7 +31,9 @@ nn.reshape & co.        RESHAPE; nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_
                         steps, static sliced dims); nn.identity -> nothing
 ======================  ======================================================================
 
-A dynamic batch (``?``) is written as 1 with a shape signature of -1. Anything else —
+A dynamic dim (``?``: the batch, or H and W) is written as 1 with a shape signature of -1; LiteRT
+resizes at run time, and sizes that follow the input (a resize's ``factors``) are computed from
+its SHAPE. Anything else —
 a float op left in the module, a grouped (non-depthwise) convolution, a pool whose padding
 TFLite cannot express — raises :class:`~quantir.errors.UnsupportedOpError` naming the op.
 
@@ -195,9 +197,6 @@ class _Exporter:
         shape = tuple(t.shape)
         if form is Form.NHWC:
             shape = tuple(shape[i] for i in NHWC_PERM)
-        if any(d is None for d in shape[1:]):
-            raise UnsupportedOpError(f"value '{v.name_hint}' has dynamic dims beyond the batch ({t}); "
-                                     "TFLite export needs static shapes apart from the batch")
         static = tuple(1 if d is None else d for d in shape)
         signature = tuple(-1 if d is None else d for d in shape) if None in shape else ()
         return static, signature
@@ -248,7 +247,7 @@ class _Exporter:
         have = self.forms.lookup(v)   # (a value no op defined yet: the lookup's error names it)
         (src_form, src), = list(have.items())[:1]
         dst = self.new_tensor(v, form, suffix="/" + form.value, bind=False)
-        if self.same_order(v):
+        if self.same_order(v) and sum(d is None for d in v.type.shape) <= 1:   # RESHAPE takes one -1
             self.reshape(src, dst, v, form)
         else:
             perm = NHWC_PERM if form is Form.NHWC else NCHW_PERM
@@ -366,9 +365,9 @@ def _explicit_pad(ex: _Exporter, x: Value, src: int, pads, value: int | None = N
     or PADV2 with the stored integer ``value``."""
     t, left, bt, r = (int(p) for p in pads)
     shape, sig = ex._shape(x, Form.NHWC)
-    padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), (shape[0], shape[1] + t + bt, shape[2] + left + r,
-                             shape[3]), _dtype(x), _quantization(x),
-                             shape_signature=(-1, shape[1] + t + bt, shape[2] + left + r, shape[3]) if sig else ())
+    grown = (shape[0], shape[1] + t + bt, shape[2] + left + r, shape[3])
+    padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), grown, _dtype(x), _quantization(x),
+                             shape_signature=tuple(-1 if d == -1 else g for d, g in zip(sig, grown)) if sig else ())
     inputs = [src, ex.int32([[0, 0], [t, bt], [left, r], [0, 0]], f"{x.name_hint}/paddings")]
     if value is None:
         ex.b.add_operator(OP.PAD, inputs, [padded])
@@ -548,19 +547,34 @@ def pad(ex: _Exporter, op: Operation) -> None:
         ex.emit(OP.PADV2, op, inputs + [_pad_value(ex, op.results[0], value)], form)
 
 
+def _resize_size(ex: _Exporter, op: Operation, src: int) -> int:
+    """The size input of a resize: a constant, or with ``factors`` (dynamic H, W) the input's
+    H, W times them at run time: SHAPE → STRIDED_SLICE [1:3] → MUL."""
+    name = op.results[0].name_hint
+    if not op.attr("factors"):
+        return ex.int32([int(s) for s in op.attr("sizes")], f"{name}/size")
+    shape = ex.b.add_tensor(ex._name(f"{op.operands[0].name_hint}/shape"), (4,), np.int32)
+    ex.b.add_operator(OP.SHAPE, [src], [shape], ShapeOptions(out_type=TFLiteTensorType.INT32))
+    hw = ex.b.add_tensor(ex._name(f"{name}/input_hw"), (2,), np.int32)
+    ex.b.add_operator(OP.STRIDED_SLICE, [shape, ex.int32([1], f"{name}/hw_begin"), ex.int32([3], f"{name}/hw_end"),
+                                         ex.int32([1], f"{name}/hw_strides")], [hw], StridedSliceOptions())
+    size = ex.b.add_tensor(ex._name(f"{name}/size"), (2,), np.int32)
+    ex.b.add_operator(OP.MUL, [hw, ex.int32([int(f) for f in op.attr("factors")], f"{name}/factors")], [size],
+                      MulOptions())
+    return size
+
+
 def resize_bilinear(ex: _Exporter, op: Operation) -> None:
-    sizes = [int(s) for s in op.attr("sizes")]
-    ex.emit(OP.RESIZE_BILINEAR, op, [ex.get(op.operands[0], Form.NHWC),
-                                     ex.int32(sizes, f"{op.results[0].name_hint}/size")], Form.NHWC,
+    src = ex.get(op.operands[0], Form.NHWC)
+    ex.emit(OP.RESIZE_BILINEAR, op, [src, _resize_size(ex, op, src)], Form.NHWC,
             ResizeBilinearOptions(align_corners=bool(op.attr("align_corners")),
                                   half_pixel_centers=bool(op.attr("half_pixel_centers"))))
 
 
 def resize_nearest(ex: _Exporter, op: Operation) -> None:
-    sizes = [int(s) for s in op.attr("sizes")]
     flags = {k: bool(op.attr(k)) for k in ("align_corners", "half_pixel_centers")}
-    ex.emit(OP.RESIZE_NEAREST_NEIGHBOR, op, [ex.get(op.operands[0], Form.NHWC),
-                                             ex.int32(sizes, f"{op.results[0].name_hint}/size")], Form.NHWC,
+    src = ex.get(op.operands[0], Form.NHWC)
+    ex.emit(OP.RESIZE_NEAREST_NEIGHBOR, op, [src, _resize_size(ex, op, src)], Form.NHWC,
             ResizeNearestNeighborOptions(**flags), version=3 if any(flags.values()) else None)   # as op_version.cc
 
 

@@ -189,8 +189,8 @@ class Importer:
     # -- the whole subgraph ---------------------------------------------------------------------
     def _output_shape_ops(self) -> set[int]:
         """The operators that only compute TRANSPOSE_CONV output_shape inputs (SHAPE, MUL, ADD on int32, as
-        quantir writes them for a dynamic batch): qnn.transpose_conv takes its size from its input, so
-        they are not read."""
+        quantir writes them for a dynamic batch) or resize sizes (``_SIZE_SLOTS``): qnn.transpose_conv
+        takes its size from its input, a resize from its factors, so they are not read."""
         users: dict[int, list[tuple[int, int]]] = {}
         for k, op in enumerate(self.sg.operators):
             for slot, idx in enumerate(op.inputs):
@@ -201,15 +201,16 @@ class Importer:
             op = self.sg.operators[k]
             code = self.model.operator_codes[op.opcode_index]
             if all(idx not in outputs and users.get(idx) and all(
-                    (u in skip) or (slot == 0 and self._is_transpose_conv(u)) for u, slot in users[idx])
+                    (u in skip) or self._reads_a_size(u, slot) for u, slot in users[idx])
                    for idx in op.outputs):
-                if code.builtin_code != BuiltinOperator.TRANSPOSE_CONV:
+                if code.builtin_code not in _SIZE_SLOTS:
                     skip.add(k)
         return skip
 
-    def _is_transpose_conv(self, k: int) -> bool:
+    def _reads_a_size(self, k: int, slot: int) -> bool:
+        """Is input ``slot`` of operator ``k`` a size that its converter takes from elsewhere?"""
         op = self.sg.operators[k]
-        return self.model.operator_codes[op.opcode_index].builtin_code == BuiltinOperator.TRANSPOSE_CONV
+        return _SIZE_SLOTS.get(self.model.operator_codes[op.opcode_index].builtin_code) == slot
 
     def run(self) -> TFLiteImport:
         layouts = [L.identity(len(self.tensor(idx).shape)) for idx in self.sg.inputs]
@@ -280,6 +281,13 @@ class Importer:
             raise UnsupportedOpError(f"{self.source}: {ctx.describe()}: {e.message}") from None
         except (ModelFormatError, VerifyError, ShapeError) as e:
             raise ModelFormatError(f"{self.source}: {ctx.describe()}: {e.message}") from None
+
+
+# The operators whose size input (slot) the converters do not read: TRANSPOSE_CONV's output_shape
+# (its size follows from its input), a resize's size (constant, the declared output, or quantir's
+# SHAPE → STRIDED_SLICE → MUL of dynamic H, W, which frontends.tflite.ops_window reads as factors)
+_SIZE_SLOTS = {BuiltinOperator.TRANSPOSE_CONV: 0, BuiltinOperator.RESIZE_BILINEAR: 1,
+               BuiltinOperator.RESIZE_NEAREST_NEIGHBOR: 1}
 
 
 class OpContext:

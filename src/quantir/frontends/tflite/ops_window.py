@@ -210,16 +210,52 @@ def _pool(opdef) -> Converter:
     return convert
 
 
+def _producer(ctx: OpContext, idx: int, code: OP):
+    """The operator that writes tensor ``idx`` if it is a ``code``, else None."""
+    imp = ctx.imp
+    for op in imp.sg.operators:
+        if idx in op.outputs:
+            return op if imp.model.operator_codes[op.opcode_index].builtin_code == code else None
+    return None
+
+
+def _run_time_factors(ctx: OpContext) -> tuple[int, ...] | None:
+    """The factors of a size computed as quantir writes it for dynamic H, W (``SHAPE(input) →
+    STRIDED_SLICE [1:3] → MUL by constants``), else None."""
+    imp = ctx.imp
+    mul = _producer(ctx, ctx.idx(1), OP.MUL)
+    if mul is None or len(mul.inputs) != 2 or imp.data(mul.inputs[1]) is None:
+        return None
+    cut = _producer(ctx, mul.inputs[0], OP.STRIDED_SLICE)
+    if cut is None or [np.asarray(imp.data(i)).reshape(-1).tolist() if imp.data(i) is not None else None
+                       for i in cut.inputs[1:]] != [[1], [3], [1]]:
+        return None
+    shape = _producer(ctx, cut.inputs[0], OP.SHAPE)
+    if shape is None or shape.inputs[0] != ctx.idx(0):
+        return None
+    factors = tuple(int(f) for f in np.asarray(imp.data(mul.inputs[1])).reshape(-1))
+    return factors if len(factors) == 2 and min(factors) >= 1 else None
+
+
 def _resize(opdef):
-    """RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR: H and W to a constant (or declared) size."""
+    """RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR: H and W to a constant (or declared) size, or
+    by the factors of quantir's run-time size (dynamic H, W)."""
     def convert(ctx: OpContext) -> None:
         o = ctx.options
         _rank(ctx, 0, 4, "input")
         out = ctx.out_tensor
         if ctx.has(1) and ctx.is_const(1):
             sizes = ctx.const_ints(1, "size")
+        elif out.shape_signature and min(out.shape_signature[1:3]) < 1:
+            factors = _run_time_factors(ctx)
+            if factors is None:
+                raise UnsupportedOpError("a size computed at run time for a dynamic output is read only as "
+                                         "SHAPE(input) → STRIDED_SLICE [1:3] → MUL by constant factors")
+            ctx.emit(opdef, [ctx.input(0, NCHW)], NCHW, factors=factors, align_corners=o.align_corners,
+                     half_pixel_centers=o.half_pixel_centers)
+            return
         else:  # a size computed at run time: the declared output shape is all there is
-            sizes = tuple(out.shape[1:3]) if not out.shape_signature or min(out.shape_signature[1:3]) > 0 else ()
+            sizes = tuple(out.shape[1:3])
         if len(sizes) != 2 or min(sizes) < 1:
             raise ModelFormatError(f"the output size must be two positive values, found {list(sizes)}")
         n, _, _, c = ctx.tensor(0).shape
