@@ -225,14 +225,16 @@ def _quantize_f32(x, scale, zp, qmin, qmax, out):
 def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh, dw, scale, half, fast, m, r, zp,
                              lo, hi, xt, out):
     """Depthwise with the channels innermost, for many channels on small images (depth multiplier
-    1): each image is transposed once to the scratch ``xt`` ``[Hp, Wp, C]`` (zeros; minus
-    ``zp_in``), then every tap of an output row is one multiply-add over a contiguous run of
-    ``OW·C`` values (the weights and requantization constants tiled OW times). ``w``: [KH, KW, C],
-    ``zp_in`` and ``xt`` in one float dtype in which the taps are exact; ``bias`` [C] int64, added in the
-    requantization. The float requantization runs over all channels; the few that need LiteRT's
-    integer one are redone after it."""
-    n, c, oh, ow = out.shape
-    h, wd = x.shape[2], x.shape[3]
+    1). ``x`` is NHWC int8 and ``out`` NHWC int8 (the caller transposes: numpy's int8 transposes
+    beat a gather in this loop 2x). Each image is copied into the scratch ``xt`` ``[Hp, Wp, C]``
+    (zeros; minus ``zp_in``; one contiguous run of ``W·C`` per row), then every tap of an output
+    row is one multiply-add over a contiguous run of ``OW·C`` values (the weights and
+    requantization constants tiled OW times). ``w``: [KH, KW, C], ``zp_in`` and ``xt`` in one float
+    dtype in which the taps are exact; ``bias`` [C] int64, added in the requantization. The float
+    requantization runs over all channels; the few that need LiteRT's integer one are redone
+    after it."""
+    n, oh, ow, c = out.shape
+    h, wd = x.shape[1], x.shape[2]
     kh, kw = w.shape[0], w.shape[1]
     slow = np.flatnonzero(~fast)
     width = ow * c
@@ -247,22 +249,23 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
                 for kj in range(kw):
                     wrep[ki, kj, j * c + ch] = w[ki, kj, ch]
     accrow = np.empty(width, dtype=w.dtype)
-    row8 = np.empty(width, dtype=np.int8)
     for i_n in range(n):
-        image = x[i_n]
-        for a in range(h):   # channel innermost on the write side: the image itself sits in L1
-            for b in range(wd):
-                dst = xt[a + top, b + left]
-                for ch in range(c):
-                    dst[ch] = image[ch, a, b] - zp_in
-        _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow,
-                            row8, i_n, out)
+        for a in range(h):
+            src = x[i_n, a].ravel()
+            dst = xt[a + top].ravel()[left * c:(left + wd) * c]
+            for t in range(wd * c):
+                dst[t] = src[t] - zp_in
+        _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow, i_n,
+                            out)
 
 
-def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow, row8,
-                        i_n, out):
+WIDE = 128   # channels from which the channels-last taps run per output position (measured)
+
+
+def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow, i_n,
+                        out):
     """One image of :func:`_depthwise_channels_last`."""
-    _, c, oh, ow = out.shape
+    _, oh, ow, c = out.shape
     kh, kw, width = wrep.shape
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     for i in range(oh):
@@ -270,7 +273,7 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
             flat = xt[i * sh_h + ki * dh].ravel()
             for kj in range(kw):
                 wv = wrep[ki, kj]
-                if sw == 1:   # a row of outputs reads one contiguous run per tap
+                if sw == 1 and c < WIDE:   # a row of outputs reads one contiguous run per tap
                     src = flat[kj * dw * c:kj * dw * c + width]
                     if ki == 0 and kj == 0:
                         for q in range(width):
@@ -278,9 +281,10 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
                     else:
                         for q in range(width):
                             accrow[q] += wv[q] * src[q]
-                else:         # one contiguous channel vector per output position (pre-cut slices: see
-                    for j in range(ow):   # _split_phases on indices with a runtime offset)
-                        a_j, w_j = accrow[j * c:(j + 1) * c], wv[j * c:(j + 1) * c]
+                else:   # one channel vector per output position, the tap's C weights staying in L1
+                    w_j = wv[:c]   # (pre-cut slices: see _split_phases on indices with a runtime offset)
+                    for j in range(ow):
+                        a_j = accrow[j * c:(j + 1) * c]
                         s_j = flat[(j * sw + kj * dw) * c:(j * sw + kj * dw + 1) * c]
                         if ki == 0 and kj == 0:
                             for ch in range(c):
@@ -288,6 +292,7 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
                         else:
                             for ch in range(c):
                                 a_j[ch] += w_j[ch] * s_j[ch]
+        row8 = out[i_n, i].ravel()
         for q in range(width):
             y = (np.float64(accrow[q]) + brep[q]) * srep[q]
             y = y + math.copysign(hrep[q], y) + off
@@ -297,9 +302,6 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
             for j in range(ow):
                 _requantize_row(accrow[j * c + ch:j * c + ch + 1], bias[ch], row8[j * c + ch:j * c + ch + 1], 0.0,
                                 0.0, False, m[ch], r[ch], zp, lo, hi)
-        for j in range(ow):
-            for ch in range(c):
-                out[i_n, ch, i, j] = row8[j * c + ch]
 
 
 def _pointwise_cols(x, zp_in, cols):

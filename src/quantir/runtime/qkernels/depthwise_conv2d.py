@@ -194,11 +194,12 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
     xc = np.ascontiguousarray(x)
     if mult == 1 and oh * ow <= SMALL_IMAGE:
         # Small images: a channel's loops are too short to vectorize; run over channels instead.
-        _jit.depthwise_channels_last(xc, pads[0], pads[1], hp, wp,
+        out_nhwc = np.empty((n, oh, ow, c_out), dtype=np.int8)
+        _jit.depthwise_channels_last(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), pads[0], pads[1], hp, wp,
                                      np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=ftype),
                                      bias64, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi,
-                                     np.zeros((hp, wp, c_out), dtype=ftype), out)
-        return out
+                                     np.zeros((hp, wp, c_out), dtype=ftype), out_nhwc)
+        return np.ascontiguousarray(out_nhwc.transpose(0, 3, 1, 2))
     hq, wq = -(-hp // sh_h), -(-wp // sh_w)
     phases = np.zeros((sh_h * sh_w, (hq + 1) * wq), dtype=ftype)   # a zero row after each phase
     _jit.depthwise_rows(xc, pads[0], pads[1], hp, wp, np.ascontiguousarray(weight[:, 0], dtype=ftype), bias64,
