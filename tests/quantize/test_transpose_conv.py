@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
+from quantir.errors import UnsupportedOpError
 from quantir.backends.tflite.reader import read_model
 from quantir.frontends.tflite import import_tflite
 from quantir.runtime import run
@@ -146,3 +147,28 @@ def test_what_tflite_cannot_express_stays_float_with_the_reason(tmp_path, geomet
     reasons = [why for op, why in r.annotation.float_ops if op.name == "nn.conv_transpose"]
     assert len(reasons) == 1 and reason in reasons[0], reasons
     assert [op.name for op in r.module.main.ops if op.name == "qnn.conv"] == ["qnn.conv"]   # the rest stays integer
+
+
+def test_dynamic_height_and_width_tflite_reads_back_and_is_bit_exact(tmp_path):
+    """Dynamic H and W: the output_shape is computed at run time, read back as the same adjust, and
+    LiteRT agrees bit for bit at two sizes."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.verify import verify_tflite
+    path = _graph(tmp_path, k=3, s=2, output_padding=(1, 1), bias="add", batch="N")
+    model = onnx.load(path)
+    for d, name in zip(model.graph.input[0].type.tensor_type.shape.dim[2:], ("H", "W")):
+        d.ClearField("dim_value")
+        d.dim_param = name
+    onnx.save(model, path)
+    r = _quantize(path)
+    try:
+        r.save(tmp_path / "m.tflite")
+    except UnsupportedOpError as e:   # (the exporter of dynamic H, W is newer than this op)
+        pytest.skip(str(e))
+    back = import_tflite(read_model((tmp_path / "m.tflite").read_bytes(), "m.tflite")).module
+    (tc_back,) = [op for op in back.main.ops if op.name == "qnn.transpose_conv"]
+    assert tc_back.attr("adjust") == _tc(r)[0].attr("adjust")
+    for shape in ((2, 3, 6, 5), (1, 3, 4, 9)):
+        x = RNG.normal(size=shape).astype(np.float32)
+        report = verify_tflite(tmp_path / "m.tflite", {"x": x}, batch=shape[0])
+        assert report.ok, report.text()

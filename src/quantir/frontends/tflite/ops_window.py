@@ -144,6 +144,24 @@ def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, 
              **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
 
 
+def _computed_adjust(ctx: OpContext, strides, kernel) -> tuple[int, int]:
+    """``adjust`` of a TRANSPOSE_CONV whose output_shape is computed as quantir writes it for dynamic
+    sizes, ``ADD(MUL(SHAPE(input), [1, s_h, s_w, 0]), [0, k_h − s_h + a_h, k_w − s_w + a_w, C_out])``."""
+    imp = ctx.imp
+    producer = {o: op for op in imp.sg.operators for o in op.outputs}
+    code = lambda op: imp.model.operator_codes[op.opcode_index].builtin_code  # noqa: E731
+    add = producer.get(ctx.op.inputs[0])
+    offset = None if add is None or code(add) != OP.ADD else imp.data(add.inputs[1])
+    mul = None if offset is None else producer.get(add.inputs[0])
+    scale = None if mul is None or code(mul) != OP.MUL else imp.data(mul.inputs[1])
+    shape = None if scale is None else producer.get(mul.inputs[0])
+    if (shape is None or code(shape) != OP.SHAPE or shape.inputs[0] != ctx.op.inputs[2]
+            or [int(v) for v in scale.reshape(-1)] != [1, *strides, 0]):
+        raise UnsupportedOpError("TRANSPOSE_CONV with a dynamic spatial size reads its output size only from "
+                                 "SHAPE(input) · [1, s_h, s_w, 0] + offset (as quantir writes it)")
+    offset = [int(v) for v in offset.reshape(-1)]
+    return tuple(o - k + s for o, k, s in zip(offset[1:3], kernel, strides))  # type: ignore[return-value]
+
 def transpose_conv(ctx: OpContext) -> None:
     """TRANSPOSE_CONV (output_shape, OHWI filter, input, bias): one qnn.transpose_conv whose output size
     is the result's (the output_shape input is not read: a computed one, as quantir writes for a dynamic
@@ -161,8 +179,9 @@ def transpose_conv(ctx: OpContext) -> None:
     y = _per_tensor_output(ctx, ctx.result_type(NCHW))
     out_hw = y.shape[2:]
     if None in (h, w) or None in out_hw:
-        raise UnsupportedOpError("TRANSPOSE_CONV with a dynamic spatial size: quantir reads static heights and widths")
-    adjust = tuple(o_ - (s * (i - 1) + k) for o_, s, i, k in zip(out_hw, strides, (h, w), (kh, kw)))
+        adjust = _computed_adjust(ctx, strides, (kh, kw))
+    else:
+        adjust = tuple(o_ - (s * (i - 1) + k) for o_, s, i, k in zip(out_hw, strides, (h, w), (kh, kw)))
     ctx.emit(qnn.TRANSPOSE_CONV, [x, wt, *_bias(ctx, 3, x, wt, c_out)], NCHW, y, strides=strides, adjust=adjust,
              padding="SAME" if o.padding == Padding.SAME else "VALID",
              activation=ctx.activation(o.fused_activation_function),
