@@ -14,9 +14,10 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
   module in quantir's interpreter (= LiteRT's reference arithmetic) and ONNX Runtime on the QDQ
   export; ORT's own quantize_static model beside them;
 * quantize seconds: ``quantir.quantize`` + writing the QDQ file, against ``quantize_static`` (QDQ,
-  per-channel int8 weights, int8 activations, the same calibration method) on the same arrays;
-  both in this process, one run each (indicative on a shared machine: bench/quantize_vs_ort.py
-  times fresh processes);
+  per-channel int8 weights, int8 activations) on the same arrays, each tool with its default
+  calibration method (quantir entropy, ORT MinMax; ``--method`` / ``--ort-method``: ORT's Entropy
+  takes many minutes on a detector's ~700 tensors); both in this process, one run each
+  (indicative on a shared machine: bench/quantize_vs_ort.py times fresh processes);
 * ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
   best of its QDQ exports with int8 and uint8 activation storage, both reported) and ORT's
   quantize_static model, median of interleaved rounds.
@@ -24,7 +25,7 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
 Writes bench/results/real_models.json and prints a table.
 
 Usage: python bench/real_models.py [--models NAME ...] [--calib 32] [--eval 32] [--method entropy]
-       [--rounds 20] [--round-budget 20]
+       [--ort-method minmax] [--rounds 20] [--round-budget 20]
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def measure(model, args, work: Path) -> dict:
 
     ort_path = work / f"{model.name}.ort.qdq.onnx"
     try:
-        row["ort_quantize_seconds"] = ort_quantize(model.path, ort_path, feed, calib, args.method)
+        row["ort_quantize_seconds"] = ort_quantize(model.path, ort_path, feed, calib, args.ort_method)
         ort_session = session(ort_path)
         row["ort_accuracy"] = score([ort_session.run(None, {feed: b}) for b in evaluate])
         paths["ort_int8"] = ort_path
@@ -238,7 +239,10 @@ def main() -> int:
     ap.add_argument("--models", nargs="*", default=[m.name for m in MODELS])
     ap.add_argument("--calib", type=int, default=32, help="calibration samples (seed 0)")
     ap.add_argument("--eval", type=int, default=32, help="evaluation samples (seed 1)")
-    ap.add_argument("--method", default="entropy", choices=sorted(ORT_METHODS), help="both tools' calibration")
+    ap.add_argument("--method", default="entropy", choices=["entropy", "minmax", "mse", "percentile"],
+                    help="quantir's calibration method (default: its default, entropy)")
+    ap.add_argument("--ort-method", default="minmax", choices=sorted(ORT_METHODS),
+                    help="quantize_static's calibration method (default: its default, MinMax)")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--round-budget", type=float, default=20.0, help="seconds of latency rounds per model")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -248,9 +252,18 @@ def main() -> int:
     logging.getLogger().setLevel(logging.ERROR)   # quantize_static's advice to pre-process, once per model
     by_name = {m.name: m for m in MODELS}
     rows: dict[str, dict] = {}
+    out = {"calibration_samples": args.calib, "evaluation_samples": args.eval, "method": args.method,
+           "ort_method": args.ort_method,
+           "latency": "ONNX Runtime CPU, 1 thread, first evaluation batch, median of interleaved rounds (ms); "
+                      "ratios against fp32",
+           "quantize_time": "in-process, one run each: quantir.quantize + QDQ save vs quantize_static",
+           "accuracy": "against fp32 after each package's post-processing (bench/_real_metrics.py)",
+           "machine": machine(), "models": rows}
+    path = args.out.resolve()
     with tempfile.TemporaryDirectory(prefix="real_models_") as tmp:
         for name in args.models:
             print(f"{name} ...", flush=True)
+            t = time.perf_counter()
             try:
                 rows[name] = measure(by_name[name], args, Path(tmp))
             except DataUnavailable as e:
@@ -258,15 +271,11 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001  a row with the error, the sweep goes on
                 rows[name] = {"error": f"{type(e).__name__}: {str(e)[:400]}",
                               "traceback": traceback.format_exc(limit=4)}
-    out = {"calibration_samples": args.calib, "evaluation_samples": args.eval, "method": args.method,
-           "latency": "ONNX Runtime CPU, 1 thread, first evaluation batch, median of interleaved rounds (ms); "
-                      "ratios against fp32",
-           "quantize_time": "in-process, one run each: quantir.quantize + QDQ save vs quantize_static",
-           "accuracy": "against fp32 after each package's post-processing (bench/_real_metrics.py)",
-           "machine": machine(), "models": rows}
+            rows[name]["bench_seconds"] = time.perf_counter() - t
+            write_json(out, path, ROOT if ROOT in path.parents else path.parent)   # after each model
+    out["machine"] = machine()   # the load when it ended
     print()
     print(table(rows))
-    path = args.out.resolve()
     write_json(out, path, ROOT if ROOT in path.parents else path.parent)
     return 0
 
