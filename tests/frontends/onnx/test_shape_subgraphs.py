@@ -112,6 +112,38 @@ def test_reshape_to_a_run_time_shape_with_two_moved_dynamic_dims(make_onnx_model
     assert dyn.results[0].type.shape == (None, None, 2, 3)   # the static dims of Shape(k) are proved
 
 
+def test_the_minus_one_of_a_reshape_is_the_one_dynamic_dim_it_absorbs(make_onnx_model, rng):
+    # ddddocr's CRNN head: (t, 1, c) -> (-1, c) -> FC -> (t, 1, -1) from Shape of the first:
+    # the first -1 is t (static sizes 1*c and c agree), so the second target is (0, 1, -1)
+    d0, i0 = _dim("x", 0, "d0")
+    d1, i1 = _dim("x", 1, "d1")
+    nodes = [*d0, *d1, helper.make_node("Reshape", ["x", "flat"], ["y"]),
+             helper.make_node("Gemm", ["y", "w"], ["h"]),
+             helper.make_node("Concat", ["d0", "d1", "minus1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["h", "t"], ["z"])]
+    model = make_onnx_model(nodes, [("x", np.float32, ("T", 1, 4))], [("z", np.float32, ("T", 1, 5))],
+                            {**i0, **i1, "axes0": _i64(0), "flat": _i64(-1, 4), "minus1": _i64(-1),
+                             "w": rng.standard_normal((4, 5)).astype(np.float32)})
+    module = _check_against_ort(model, [{"x": rng.standard_normal((t, 1, 4)).astype(np.float32)} for t in (3, 6)])
+    assert [tuple(op.attr("shape")) for op in _ops(module, nn.RESHAPE)] == [(-1, 4), (0, 1, -1)]
+    assert module.main.outputs[0].type.shape == (None, 1, 5)
+
+
+def test_a_minus_one_that_also_absorbs_static_sizes_is_not_the_dynamic_dim(make_onnx_model, rng):
+    # (n, t, 4) -> (0, -1) is (n, 4t): its dim 1 is not t, so (n, t, -1) must be read at run time
+    d0, i0 = _dim("x", 0, "d0")
+    d1, i1 = _dim("x", 1, "d1")
+    nodes = [*d0, *d1, helper.make_node("Reshape", ["x", "flat"], ["y"]),
+             helper.make_node("Relu", ["y"], ["r"]),
+             helper.make_node("Concat", ["d0", "d1", "minus1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["r", "t"], ["z"])]
+    model = make_onnx_model(nodes, [("x", np.float32, ("N", "T", 4))], [("z", np.float32, ("N", "T", 4))],
+                            {**i0, **i1, "axes0": _i64(0), "flat": _i64(0, -1), "minus1": _i64(-1)})
+    module = _check_against_ort(model, [{"x": rng.standard_normal((n, t, 4)).astype(np.float32)}
+                                        for n, t in ((1, 3), (2, 5))])
+    assert len(_ops(module, nn.DYNAMIC_RESHAPE)) == 1
+
+
 def test_a_broadcast_of_two_unrelated_dynamic_dims_proves_nothing(make_onnx_model, rng):
     # b (m, 3) + a (n, 3): m may be 1 at run time, so the sum's dim 0 is not b's
     nodes = [helper.make_node("Add", ["b", "a"], ["s"]),

@@ -260,11 +260,24 @@ def _transpose_dims(op, classes, table):
 
 
 def _reshape_dims(op, classes, table):
+    """A ``0`` copies its dim. The ``-1`` is the data's one other dynamic dim when the static
+    sizes on both sides (copied dims left out) have the same product: the counts are equal."""
     if op.attr("allowzero"):
         return
-    for i, d in enumerate(op.attr("shape")):
-        if d == 0:
-            _join(classes, op.results[0], i, op.operands[0], i)
+    target, src = tuple(op.attr("shape")), _dims(op.operands[0])
+    copied = {i for i, d in enumerate(target) if d == 0}
+    for i in copied:
+        _join(classes, op.results[0], i, op.operands[0], i)
+    if src is None or target.count(-1) != 1:
+        return
+    rest = [j for j in range(len(src)) if j not in copied]
+    dynamic = [j for j in rest if src[j] is None]
+    if len(dynamic) != 1:
+        return
+    data_static = int(np.prod([src[j] for j in rest if src[j] is not None], dtype=np.int64))
+    target_static = int(np.prod([d for i, d in enumerate(target) if i not in copied and d != -1], dtype=np.int64))
+    if data_static == target_static:
+        _join(classes, op.results[0], target.index(-1), op.operands[0], dynamic[0])
 
 
 def _dynamic_reshape_dims(op, classes, table):
@@ -334,6 +347,12 @@ def _matmul_dims(op, classes, table):
             _join(classes, y, i, a, i)
 
 
+def _gemm_dims(op, classes, table):
+    a, b = op.operands[0], op.operands[1]
+    _join(classes, op.results[0], 0, a, 1 if op.attr("trans_a") else 0)
+    _join(classes, op.results[0], 1, b, 0 if op.attr("trans_b") else 1)
+
+
 _SAME_SHAPE = (*nn.UNARY.values(), nn.CAST, nn.DROPOUT, nn.SOFTMAX, nn.LOG_SOFTMAX, nn.HARDMAX,
                nn.LP_NORMALIZATION, nn.LAYER_NORMALIZATION, nn.BATCH_NORMALIZATION, nn.INSTANCE_NORMALIZATION,
                nn.LRN, nn.IS_NAN, nn.IS_INF)
@@ -342,7 +361,7 @@ _DIM_RULES = {**{d: _same_shape for d in _SAME_SHAPE}, **{d: _broadcast for d in
               nn.TRANSPOSE: _transpose_dims, nn.RESHAPE: _reshape_dims, nn.DYNAMIC_RESHAPE: _dynamic_reshape_dims,
               nn.SQUEEZE: lambda op, c, t: _kept_axes(op, c, t, True),
               nn.UNSQUEEZE: lambda op, c, t: _kept_axes(op, c, t, False),
-              nn.SLICE: _slice_dims, nn.CONCAT: _concat_dims, nn.MATMUL: _matmul_dims,
+              nn.SLICE: _slice_dims, nn.CONCAT: _concat_dims, nn.MATMUL: _matmul_dims, nn.GEMM: _gemm_dims,
               **{d: _batch_dim for d in (nn.CONV, nn.CONV_TRANSPOSE, nn.MAX_POOL, nn.AVERAGE_POOL,
                                          nn.GLOBAL_AVERAGE_POOL, nn.GLOBAL_MAX_POOL)}}
 
