@@ -33,7 +33,7 @@ except ImportError:  # optional: the numpy paths stay
 AVAILABLE = numba is not None
 
 __all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last",
-           "gather", "gather_pairs", "quantize_f32", "pointwise_cols", "requant_params"]
+           "gather", "gather_pairs", "quantize_f32", "pointwise_cols", "im2col", "requant_params"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -74,12 +74,28 @@ def _requantize_rows(acc, bias, scale, half, fast, m, r, zp, lo, hi, out):
 
 
 def _requantize_channel_major(acc, bias, scale, half, fast, m, r, zp, lo, hi, out):
-    """``acc`` [C, N, P] (a GEMM over a batch) plus ``bias`` [C] (int64) -> ``out`` [N, C, P] int8 (NCHW)."""
+    """``acc`` [C, N, P] (a GEMM over a batch, C-contiguous) plus ``bias`` [C] (int64) -> ``out``
+    [N, C, P] int8 (NCHW). Small images (P < ``SHORT_ROW``) are requantized a channel at a time
+    as one run of N·P, then copied: numba's loops run scalar on rows shorter than their vector
+    width (7x7 = 49 is mostly scalar)."""
     c, n, p = acc.shape
+    if p < SHORT_ROW:
+        row8 = np.empty(n * p, dtype=np.int8)
+        for ch in range(c):
+            _requantize_row(acc[ch].ravel(), bias[ch], row8, scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo,
+                            hi)
+            for i in range(n):
+                dst, src = out[i, ch], row8[i * p:(i + 1) * p]
+                for q in range(p):
+                    dst[q] = src[q]
+        return
     for ch in range(c):
         for i in range(n):
             _requantize_row(acc[ch, i], bias[ch], out[i, ch], scale[ch], half[ch], fast[ch], m[ch], r[ch], zp, lo,
                             hi)
+
+
+SHORT_ROW = 256
 
 
 def _tap_run(phases, rr, cc, sh_h, sw, wq, length):
@@ -320,6 +336,32 @@ def _pointwise_cols(x, zp_in, cols):
                 cols[kk, i, q] = 1
 
 
+def _im2col(xp, zp_in, kh, kw, sh, sw, dh, dw, r0, r1, cols):
+    """im2col of a band of output rows ``r0 .. r1``: ``cols[(c, ki, kj), n, (i - r0)·OW + j] =
+    xp[n, c, i·sh + ki·dh, j·sw + kj·dw] - zp_in`` from the ``zp_in``-padded int8 ``xp``; ``cols``
+    [C·KH·KW, N, (r1 - r0)·OW] of the float dtype of ``zp_in`` (the GEMM's). Pre-cut slices and a
+    literal stride 2: see :func:`_split_phases`."""
+    n, c = xp.shape[0], xp.shape[1]
+    ow = cols.shape[2] // (r1 - r0)
+    for ch in range(c):
+        for ki in range(kh):
+            for kj in range(kw):
+                dst_k = cols[(ch * kh + ki) * kw + kj]
+                for i_n in range(n):
+                    for i in range(r0, r1):
+                        src = xp[i_n, ch, i * sh + ki * dh, kj * dw:]
+                        dst = dst_k[i_n, (i - r0) * ow:(i - r0 + 1) * ow]
+                        if sw == 1:
+                            for j in range(ow):
+                                dst[j] = src[j] - zp_in
+                        elif sw == 2:
+                            for j in range(ow):
+                                dst[j] = src[2 * j] - zp_in
+                        else:
+                            for j in range(ow):
+                                dst[j] = src[j * sw] - zp_in
+
+
 def _gather(index, table, out):
     for k in range(index.size):
         out[k] = table[index[k]]
@@ -343,8 +385,9 @@ if AVAILABLE:
     depthwise_channels_last = _jit(_depthwise_channels_last)
     gather = _jit(_gather)
     pointwise_cols = _jit(_pointwise_cols)
+    im2col = _jit(_im2col)
     quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
 else:
     requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = None
-    gather = gather_pairs = quantize_f32 = pointwise_cols = None
+    gather = gather_pairs = quantize_f32 = pointwise_cols = im2col = None
