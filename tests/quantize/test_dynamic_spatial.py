@@ -112,18 +112,62 @@ def test_same_upper_stride_one_has_fixed_pads_at_any_size(tmp_path):
 
 
 @pytest.mark.parametrize("op_type", ["Conv", "MaxPool", "AveragePool"])
-def test_same_padding_with_stride_two_stays_float_with_the_reason(tmp_path, op_type):
+def test_same_upper_with_stride_two_is_tflite_same_at_any_size(tmp_path, op_type):
+    # TF-exported graphs with dynamic H, W: SAME_UPPER with a stride, whose pads follow the size
     attrs = dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
-    first = helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[1, 1])   # something to quantize
+    first = helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[1, 1])
     node = helper.make_node(op_type, ["h", "w"] if op_type == "Conv" else ["h"], ["y"], name="win", **attrs)
     path = _model(tmp_path, [first, node], [_weights("w1", (C, C, 1, 1)), _weights("w", (C, C, 3, 3))])
-    r = _quantize(path)   # no QuantirError from the lowering: the pattern's check refuses first
-    why = _float_reasons(r)["win"]
-    assert "auto_pad SAME_UPPER with strides (2, 2)" in why and "run-time spatial size" in why
-    x = RNG.normal(size=(1, C, 9, 8)).astype(np.float32)
-    y, want = run(r.module, {"x": x})["y"], _ort(path, x)
-    assert y.shape == want.shape == (1, C, 5, 4)
-    assert np.abs(y - want).max() <= 0.1 * np.abs(want).max()   # the float op on the first conv's int8 output
+    r = _quantize(path)
+    assert not r.annotation.float_ops
+    (win,) = (op for op in r.module.main.ops if op.label == "win")
+    assert win.attr("auto_pad") == "SAME_UPPER" and win.attr("pads") is None
+    sizes = ((9, 8), (12, 7))   # odd and even: the extra pixel at the end, or none
+    for hw in sizes:
+        x = RNG.normal(size=(1, C, *hw)).astype(np.float32)
+        out = run(r.module, {"x": x}, intermediates=["h__q"])
+        y, h = out["y"], _dequantized(r, "h__q", out["h__q"])
+        want = _ort(_single(path, node), h)   # the float op on the integer op's input values
+        assert y.shape == want.shape == (1, C, -(-hw[0] // 2), -(-hw[1] // 2))
+        if op_type == "MaxPool":
+            np.testing.assert_array_equal(y, want)
+        else:
+            assert np.abs(y - want).max() <= 1.01 * _step(r) * (0.5 if op_type == "AveragePool" else 1.0)
+    _exports_agree(r, tmp_path, sizes)
+    _verify_tflite(r, tmp_path, sizes)
+
+
+def _dequantized(r, name, stored):
+    (v,) = (o.results[0] for o in r.module.main.ops if o.results and o.results[0].name_hint == name)
+    q = v.type.element_type
+    return ((stored.astype(np.float32) - q.zero_point) * np.float32(q.scale)).astype(np.float32)
+
+
+def _single(path, node) -> bytes:
+    """The model's last op alone, fed with its input ``h``."""
+    m = onnx.load(path)
+    g = helper.make_graph([m.graph.node[-1]], "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [i for i in m.graph.initializer if i.name == "w"])
+    g.node[0].input[0] = "x"
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_same_lower_with_stride_two_on_a_dynamic_size_stays_float_with_the_reason(tmp_path):
+    first = helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[1, 1])
+    node = helper.make_node("MaxPool", ["h"], ["y"], name="win", kernel_shape=[2, 2], strides=[2, 2],
+                            auto_pad="SAME_LOWER")
+    r = _quantize(_model(tmp_path, [first, node], [_weights("w1", (C, C, 1, 1))]))
+    why = _float_reasons(r)["win"]   # no QuantirError from the lowering: the pattern's check refuses first
+    assert why.startswith("auto_pad SAME_LOWER with strides (2, 2) on the dynamic spatial size ?x? puts an odd pixel")
+
+
+def test_average_pool_counting_same_padding_stays_float(tmp_path):
+    first = helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[1, 1])
+    node = helper.make_node("AveragePool", ["h"], ["y"], name="win", kernel_shape=[3, 3], strides=[2, 2],
+                            auto_pad="SAME_UPPER", count_include_pad=1)
+    r = _quantize(_model(tmp_path, [first, node], [_weights("w1", (C, C, 1, 1))]))
+    assert _float_reasons(r)["win"].startswith("AveragePool with count_include_pad=1 and padding")
 
 
 # -- Resize ----------------------------------------------------------------------------------------

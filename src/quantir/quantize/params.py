@@ -184,7 +184,7 @@ def expected_taps(region: Region, mean: np.ndarray) -> np.ndarray:
         return mean.reshape(-1, mean.shape[-1]).mean(axis=0)
     op = region.match.ops["op"]
     kh, kw = region.match.consts["w"].shape[2:]
-    g = conv_window(op, (kh, kw))
+    g = conv_window(op, (kh, kw), mean.shape[1:])   # the samples' size: SAME's pads may follow it
     top, left, bottom, right = g["pads"]
     (sh, sw), (dh, dw) = g["strides"], g["dilations"]
     padded = np.pad(mean, ((0, 0), (top, bottom), (left, right)))

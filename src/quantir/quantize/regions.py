@@ -119,23 +119,38 @@ def weighted_input(region: Region) -> Value | None:
     return region.match["x"] if region.pattern.weighted else None
 
 
-def conv_window(op: Operation, kernel: Sequence[int]) -> dict:
-    """Strides, pads ``(begin..., end...)`` and dilations of a conv/pool op, as LiteRT needs them."""
+def conv_window(op: Operation, kernel: Sequence[int], spatial: Sequence[int] | None = None) -> dict:
+    """Strides, pads ``(begin..., end...)`` and dilations of a conv/pool op, as LiteRT needs them;
+    ``spatial``: the input's H, W to take instead of its type's (the pads of auto_pad SAME on a
+    dynamic size at a calibration sample's size)."""
+    window, reason = _window(op, kernel, spatial)
+    if reason:
+        raise QuantirError(f"'{op.label or op.name}': {reason}")
+    return window
+
+
+def lowered_window(op: Operation, kernel: Sequence[int]) -> dict:
+    """The window attributes of the integer op: ``conv_window``'s, or on a dynamic size whose
+    SAME_UPPER pads follow the size, ``auto_pad`` SAME_UPPER (TFLite's SAME) in place of pads."""
     window, reason = _window(op, kernel)
+    if reason and op.attr("auto_pad") == "SAME_UPPER":
+        return {"strides": window["strides"], "dilations": window["dilations"], "auto_pad": "SAME_UPPER"}
     if reason:
         raise QuantirError(f"'{op.label or op.name}': {reason}")
     return window
 
 
 def dynamic_padding_reason(op: Operation, kernel: Sequence[int]) -> str | None:
-    """Why ``conv_window`` cannot give ``op`` fixed pads (for a pattern's check), else None."""
-    return _window(op, kernel)[1]
+    """Why ``lowered_window`` cannot express ``op``'s padding (for a pattern's check), else None."""
+    reason = _window(op, kernel)[1]
+    return None if op.attr("auto_pad") == "SAME_UPPER" else reason
 
 
-def _window(op: Operation, kernel: Sequence[int]) -> tuple[dict, str | None]:
+def _window(op: Operation, kernel: Sequence[int], spatial: Sequence[int] | None = None) -> tuple[dict, str | None]:
     # auto_pad SAME with stride 1 pads e - 1 in total whatever the size (the output is as long as
-    # the input), so a dynamic axis still has fixed pads; with a larger stride they follow the size.
-    spatial = op.operands[0].type.shape[2:]
+    # the input), so a dynamic axis still has fixed pads; with a larger stride they follow the size:
+    # SAME_UPPER is then TFLite's SAME (the extra pixel at the end), SAME_LOWER has no LiteRT form.
+    spatial = op.operands[0].type.shape[2:] if spatial is None else tuple(spatial)
     g = window_geometry(spatial, kernel, {k: op.attr(k) for k in ("strides", "pads", "dilations", "auto_pad")},
                         ceil_mode=bool(op.attr("ceil_mode")) if "ceil_mode" in op.opdef.attributes else False)
     begin, end = list(g.pads_begin), list(g.pads_end)
@@ -147,9 +162,12 @@ def _window(op: Operation, kernel: Sequence[int]) -> tuple[dict, str | None]:
     if all(p is not None for p in begin + end):
         return window, None
     x = "x".join("?" if d is None else str(d) for d in spatial)
+    if op.attr("auto_pad") == "SAME_LOWER":
+        return window, (f"auto_pad SAME_LOWER with strides {g.strides} on the dynamic spatial size {x} puts an odd "
+                        "pixel of padding at the beginning, where TFLite's SAME puts it at the end, and the "
+                        "padding depends on the size: no LiteRT padding expresses it")
     return window, (f"auto_pad {op.attr('auto_pad')} with strides {g.strides} pads by an amount that depends on "
-                    f"the run-time spatial size ({x}); quantir's integer ops take fixed pads: give the model "
-                    "static spatial sizes or explicit pads")
+                    f"the run-time spatial size ({x})")
 
 
 def rank(v: Value) -> int | None:

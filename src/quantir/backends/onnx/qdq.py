@@ -76,7 +76,7 @@ def _attrs(op: Operation, *names: str) -> dict:
 
 def conv(b: Builder, op: Operation) -> None:
     y = b.float_op(nn.CONV, [b.dequantized(v) for v in op.operands], op,
-                   **_attrs(op, "strides", "pads", "dilations", "group"))
+                   **_attrs(op, "strides", "pads", "dilations", "group", "auto_pad"))
     finish(b, op, y)
 
 
@@ -172,7 +172,7 @@ def pad_constant(op: Operation) -> float | None:
 
 def _pool(opdef):
     return _float(opdef, kernel_shape=lambda op: op.attr("kernel_shape"), strides=lambda op: op.attr("strides"),
-                  pads=lambda op: op.attr("pads"))
+                  pads=lambda op: op.attr("pads"), auto_pad=lambda op: op.attr("auto_pad"))
 
 
 def is_global_mean(op: Operation) -> bool:

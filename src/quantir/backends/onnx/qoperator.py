@@ -69,7 +69,7 @@ def _out_params(b: Builder, op: Operation) -> list[Value]:
 def conv(b: Builder, op: Operation) -> None:
     x, w, *bias = op.operands
     inputs = [*b.qparams(x), *b.qparams(w), *_out_params(b, op), *(b.value(v) for v in bias)]
-    attrs = {k: op.attr(k) for k in ("strides", "pads", "dilations", "group") if op.attr(k) is not None}
+    attrs = {k: op.attr(k) for k in ("strides", "pads", "dilations", "group", "auto_pad") if op.attr(k) is not None}
     q = b.emit(nn.QLINEAR_CONV, inputs, op.results[0].type, name=_result_name(op), label=op.label, like=op, **attrs)
     finish(b, op, q)
 
@@ -122,8 +122,9 @@ def _binary(op_type: str):
 
 def _pool_attrs(op: Operation) -> dict:
     kernel = tuple(op.attr("kernel_shape"))
-    return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)),
-            "pads": tuple(op.attr("pads") or (0,) * (2 * len(kernel)))}
+    pads = ({"auto_pad": op.attr("auto_pad")} if op.attr("auto_pad") else
+            {"pads": tuple(op.attr("pads") or (0,) * (2 * len(kernel)))})
+    return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)), **pads}
 
 
 def average_pool(b: Builder, op: Operation) -> None:

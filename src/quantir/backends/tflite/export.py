@@ -360,6 +360,13 @@ def _same_or_valid(pads, hw, kernel, strides, dilations=(1, 1)) -> Padding | Non
     return None
 
 
+def _padding(op: Operation, hw, kernel, strides, dilations=(1, 1)) -> Padding | None:
+    """A conv/pool's padding: auto_pad SAME_UPPER (pads that follow a dynamic size) is SAME."""
+    if op.attr("auto_pad") == "SAME_UPPER":
+        return Padding.SAME
+    return _same_or_valid(op.attr("pads"), hw, kernel, strides, dilations)
+
+
 def _explicit_pad(ex: _Exporter, x: Value, src: int, pads, value: int | None = None) -> int:
     """The NHWC tensor ``src`` of ``x`` padded by ONNX ``pads`` (t, l, b, r): PAD with the zero point,
     or PADV2 with the stored integer ``value``."""
@@ -395,7 +402,7 @@ def conv(ex: _Exporter, op: Operation) -> None:
     strides = tuple(op.attr("strides") or (1, 1))
     dilations = tuple(op.attr("dilations") or (1, 1))
     src = ex.get(x, Form.NHWC)
-    padding = _same_or_valid(op.attr("pads"), xs[2:], ws[2:], strides, dilations)
+    padding = _padding(op, xs[2:], ws[2:], strides, dilations)
     if padding is None:   # explicit pads: PAD with the zero point (real 0), then VALID
         src, padding = _explicit_pad(ex, x, src, op.attr("pads")), Padding.VALID
     c_out = ws[0]
@@ -486,7 +493,7 @@ def _pool(code):
         x = op.operands[0]
         kernel = tuple(op.attr("kernel_shape"))
         strides = tuple(op.attr("strides") or (1, 1))
-        padding = _same_or_valid(op.attr("pads"), x.type.shape[2:], kernel, strides)
+        padding = _padding(op, x.type.shape[2:], kernel, strides)
         src = ex.get(x, Form.NHWC)
         if padding is None and code is OP.MAX_POOL_2D:
             # padded taps never win a max: PADV2 with the storage minimum, then VALID, is exact

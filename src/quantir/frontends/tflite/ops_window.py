@@ -45,19 +45,19 @@ def _positive(what: str, values) -> tuple[int, ...]:
     return values
 
 
-def _pads(padding: Padding, spatial, kernel, strides, dilations=(1, 1)) -> tuple[int, int, int, int]:
-    """LiteRT's explicit pads; SAME on a dynamic size works only where the size does not matter."""
+def _pads(padding: Padding, spatial, kernel, strides, dilations=(1, 1)) -> dict:
+    """LiteRT's padding as the qnn op's ``pads``, or ``auto_pad`` SAME_UPPER where SAME pads a
+    dynamic size by an amount that follows the size (a stride above 1)."""
     if padding == Padding.VALID:
-        return (0, 0, 0, 0)
+        return {"pads": (0, 0, 0, 0)}
     sizes = []
     for size, k, s, d in zip(spatial, kernel, strides, dilations):
         if size is None:
             if s != 1:
-                raise UnsupportedOpError("SAME padding with a stride above 1 over a dynamic spatial size: the "
-                                         "padding depends on the size; give the model static spatial dims")
+                return {"auto_pad": "SAME_UPPER"}
             size = (k - 1) * d + 1   # with stride 1 the total padding is (k - 1) * d for every size
         sizes.append(size)
-    return tflite_pads("same", sizes, kernel, strides, dilations)
+    return {"pads": tflite_pads("same", sizes, kernel, strides, dilations)}
 
 
 def _weights(ctx: OpContext, i: int, perm: L.Perm, tag: str | None = None) -> Value:
@@ -139,7 +139,7 @@ def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, 
     dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
     y = _per_tensor_output(ctx, ctx.result_type(NCHW))
     ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
-             pads=_pads(o.padding, hw, khw, strides, dilations), dilations=dilations, group=group,
+             **_pads(o.padding, hw, khw, strides, dilations), dilations=dilations, group=group,
              activation=ctx.activation(o.fused_activation_function),
              **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))
 
@@ -225,7 +225,7 @@ def _pool(opdef) -> Converter:
         kernel = _positive("filter size", (o.filter_height, o.filter_width))
         strides = _positive("strides", (o.stride_h, o.stride_w))
         ctx.emit(opdef, [ctx.input(0, NCHW)], NCHW, kernel_shape=kernel, strides=strides,
-                 pads=_pads(o.padding, (h, w), kernel, strides), activation=ctx.activation(o.fused_activation_function))
+                 **_pads(o.padding, (h, w), kernel, strides), activation=ctx.activation(o.fused_activation_function))
     return convert
 
 

@@ -171,7 +171,9 @@ def _same_shape(op: Operation) -> str | None:
 
 _ACT = {"activation": AttrSpec(AttrKind.STRING, default="NONE", doc="fused clamp: " + ", ".join(ACTIVATIONS))}
 _FIXED_POINT = {"multiplier": AttrSpec(AttrKind.INTS), "shift": AttrSpec(AttrKind.INTS)}
-_WINDOW = {"strides": AttrSpec(AttrKind.INTS), "pads": AttrSpec(AttrKind.INTS), "dilations": AttrSpec(AttrKind.INTS)}
+# auto_pad "SAME_UPPER" (no pads): TFLite's SAME on dynamic H, W, its pads computed from the size at run time
+_WINDOW = {"strides": AttrSpec(AttrKind.INTS), "pads": AttrSpec(AttrKind.INTS), "dilations": AttrSpec(AttrKind.INTS),
+           "auto_pad": AttrSpec(AttrKind.STRING)}
 
 
 def _verify_activation(op: Operation) -> str | None:
@@ -220,7 +222,7 @@ SUB = qdefine("sub", ("lhs", "rhs"), dict(_ACT),
 MUL = qdefine("mul", ("lhs", "rhs"), dict(_ACT),
               _both(_verify_activation, _shape_checker(nn.MUL)), "LiteRT MUL.")
 _POOL = {"kernel_shape": AttrSpec(AttrKind.INTS, required=True), "strides": AttrSpec(AttrKind.INTS),
-         "pads": AttrSpec(AttrKind.INTS), **_ACT}
+         "pads": AttrSpec(AttrKind.INTS), "auto_pad": AttrSpec(AttrKind.STRING), **_ACT}
 AVERAGE_POOL = qdefine("average_pool", ("x",), _POOL, _both(_verify_activation, _shape_checker(nn.AVERAGE_POOL)),
                        "LiteRT AVERAGE_POOL_2D: rounded mean over in-image taps; same scale in and out.",
                        same_scale=True)

@@ -19,7 +19,7 @@ from ..builtins import BuiltinOperator as OP
 from ..views import qparams_of
 from ..lower import Lowerer, fixed_point
 from ..params import ActParams, WeightParams, region_weights
-from ..regions import (QuantizerPattern, Region, clip_fusable, conv_window, dynamic_padding_reason, rank,
+from ..regions import (QuantizerPattern, Region, clip_fusable, dynamic_padding_reason, lowered_window, rank,
                        with_activation)
 from ..rules import ACT, BIAS, WEIGHT, OpSpec, QuantizedOp
 from .registry import QuantOp, SolverRules, declare
@@ -77,7 +77,7 @@ def lower_conv(lw: Lowerer, r: Region) -> Value:
     conv = r.match.ops["op"]
     operands, w_arr, y_t = _weighted(lw, r)
     x, w = operands[:2]
-    attrs = conv_window(conv, w_arr.shape[2:])
+    attrs = lowered_window(conv, w_arr.shape[2:])
     op = qnn.CONV.build(operands, [y_t], group=conv.attr("group") or 1, activation=r.activation, **attrs,
                         **fixed_point(qnn.conv_real_multipliers(x.type, w.type, y_t)))
     return lw.emit(op, conv).result

@@ -9,7 +9,7 @@ from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
-from ..regions import QuantizerPattern, Region, conv_window, dynamic_padding_reason, rank, unary
+from ..regions import QuantizerPattern, Region, conv_window, dynamic_padding_reason, lowered_window, rank, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec
 from .registry import QuantOp, SolverRules, declare
 
@@ -30,9 +30,18 @@ def _check_pool(m: Match) -> str | None:
         return "dilated pooling has no LiteRT equivalent"
     if len(op.results) > 1:
         return "MaxPool indices output is not quantizable"
-    if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and any(op.attr("pads") or ()):
+    reason = dynamic_padding_reason(op, op.attr("kernel_shape"))
+    if reason:
+        return reason
+    if op.opdef is nn.AVERAGE_POOL and op.attr("count_include_pad") and _pads(op):
         return "AveragePool with count_include_pad=1 and padding differs from LiteRT (which skips padding)"
-    return dynamic_padding_reason(op, op.attr("kernel_shape")) or (_check_ceil(op) if op.attr("ceil_mode") else None)
+    return _check_ceil(op) if op.attr("ceil_mode") else None
+
+
+def _pads(op) -> bool:
+    """Does the pool pad its input (auto_pad SAME included, which may pad at some sizes only)?"""
+    window = lowered_window(op, op.attr("kernel_shape"))
+    return "auto_pad" in window or any(window["pads"])
 
 
 def pool_pads(op) -> tuple[int, ...]:
@@ -91,10 +100,11 @@ def lower_pool(opdef):
     def lower(lw: Lowerer, r: Region) -> Value:
         op = r.match.ops["op"]
         kernel = op.attr("kernel_shape")
-        attrs = conv_window(op, kernel)
+        attrs = lowered_window(op, kernel)
+        pads = {"auto_pad": attrs["auto_pad"]} if "auto_pad" in attrs else {"pads": pool_pads(op)}
         x = lw.input(r.match["x"])
-        return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"],
-                                   pads=pool_pads(op)), op).result
+        return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"], **pads),
+                       op).result
     return lower
 
 

@@ -65,9 +65,15 @@ def _pads_tlbr(pads) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in (pads or (0, 0, 0, 0)))  # type: ignore[return-value]
 
 
-def _padded_pads(op: Operation, x) -> tuple[int, int, int, int]:
-    """The pads, once the padded input the qkernels will make is known to fit the run's limit."""
-    top, left, bottom, right = pads = _pads_tlbr(op.attr("pads"))
+def _padded_pads(op: Operation, x, kernel=None) -> tuple[int, int, int, int]:
+    """The pads, once the padded input the qkernels will make is known to fit the run's limit;
+    auto_pad SAME_UPPER (TFLite's SAME) takes them from this run's input size (``tflite_pads``)."""
+    if op.attr("auto_pad") == "SAME_UPPER":
+        pads = qk.tflite_pads("same", x.shape[2:], kernel, tuple(op.attr("strides") or (1, 1)),
+                              tuple(op.attr("dilations") or (1, 1)))
+    else:
+        pads = _pads_tlbr(op.attr("pads"))
+    top, left, bottom, right = pads
     if x.ndim == 4 and any(pads):
         check_allocation(f"the padded input of '{op.name}'", (*x.shape[:2], x.shape[2] + top + bottom,
                                                               x.shape[3] + left + right), x.dtype)
@@ -86,7 +92,8 @@ def conv(op: Operation, x, w, b=None):
                                                    channels=channels),
                  key=channels)
     group = op.attr("group") or 1
-    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)), pads=_padded_pads(op, x),
+    common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)),
+                  pads=_padded_pads(op, x, w.shape[2:]),
                   dilations=tuple(op.attr("dilations") or (1, 1)), **p.as_kwargs())
     if group > 1 and group == x.shape[1] and w.shape[1] == 1:
         return qk.depthwise_conv2d(x, w, b, **common)
@@ -124,7 +131,7 @@ def pool(prepare, kernel):
         xv, y = op.operands[0], op.results[0]
         p = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
         return kernel(x, kernel=tuple(op.attr("kernel_shape")), strides=tuple(op.attr("strides") or (1, 1)),
-                      pads=_padded_pads(op, x), **p.as_kwargs())
+                      pads=_padded_pads(op, x, tuple(op.attr("kernel_shape"))), **p.as_kwargs())
     return run
 
 
