@@ -242,13 +242,14 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
                              lo, hi, xt, out):
     """Depthwise with the channels innermost, for many channels on small images (depth multiplier
     1). ``x`` is NHWC int8 and ``out`` NHWC int8 (the caller transposes: numpy's int8 transposes
-    beat a gather in this loop 2x). Each image is copied into the scratch ``xt`` ``[Hp, Wp, C]``
-    (zeros; minus ``zp_in``; one contiguous run of ``W·C`` per row), then every tap of an output
-    row is one multiply-add over a contiguous run of ``OW·C`` values (the weights and
-    requantization constants tiled OW times). ``w``: [KH, KW, C], ``zp_in`` and ``xt`` in one float
-    dtype in which the taps are exact; ``bias`` [C] int64, added in the requantization. The float
-    requantization runs over all channels; the few that need LiteRT's integer one are redone
-    after it."""
+    beat a gather in this loop 2x). Each image is copied into the scratch ``xt``
+    ``[sw, Hp, ceil(Wp / sw)·C]`` (zeros; minus ``zp_in``), its padded columns split by their
+    phase modulo the column stride: then every tap of an output row reads ONE contiguous run of
+    ``OW·C`` values of one phase, whatever the stride, and is one multiply-add over it (the
+    weights and requantization constants tiled OW times; short per-position loops over few
+    channels run scalar). ``w``: [KH, KW, C], ``zp_in`` and ``xt`` in one float dtype in which the
+    taps are exact; ``bias`` [C] int64, added in the requantization. The float requantization
+    runs over all channels; the few that need LiteRT's integer one are redone after it."""
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
     kh, kw = w.shape[0], w.shape[1]
@@ -268,9 +269,17 @@ def _depthwise_channels_last(x, top, left, hp, wp, w, bias, zp_in, sh_h, sw, dh,
     for i_n in range(n):
         for a in range(h):
             src = x[i_n, a].ravel()
-            dst = xt[a + top].ravel()[left * c:(left + wd) * c]
-            for t in range(wd * c):
-                dst[t] = src[t] - zp_in
+            if sw == 1:   # the row is one run
+                dst = xt[0, a + top, left * c:(left + wd) * c]
+                for t in range(wd * c):
+                    dst[t] = src[t] - zp_in
+                continue
+            for b in range(wd):   # column b goes to phase (b + left) % sw
+                pb = b + left
+                dst = xt[pb % sw, a + top, (pb // sw) * c:(pb // sw + 1) * c]
+                s_b = src[b * c:(b + 1) * c]
+                for ch in range(c):
+                    dst[ch] = s_b[ch] - zp_in
         _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, dh, dw, zp, lo, hi, accrow, i_n,
                             out)
 
@@ -286,11 +295,13 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
     off, flo, fhi = np.float64(zp) + 128.5, np.float64(lo + 128), np.float64(hi + 128)
     for i in range(oh):
         for ki in range(kh):
-            flat = xt[i * sh_h + ki * dh].ravel()
             for kj in range(kw):
+                cc = kj * dw   # tap column offset: phase cc % sw, cc // sw columns into it
+                flat = xt[cc % sw, i * sh_h + ki * dh]
+                start = (cc // sw) * c
                 wv = wrep[ki, kj]
-                if sw == 1 and c < WIDE:   # a row of outputs reads one contiguous run per tap
-                    src = flat[kj * dw * c:kj * dw * c + width]
+                if c < WIDE:   # a row of outputs is one run
+                    src = flat[start:start + width]
                     if ki == 0 and kj == 0:
                         for q in range(width):
                             accrow[q] = wv[q] * src[q]
@@ -300,8 +311,7 @@ def _channels_last_rows(xt, wrep, brep, srep, hrep, slow, bias, m, r, sh_h, sw, 
                 else:   # one channel vector per output position, the tap's C weights staying in L1
                     w_j = wv[:c]   # (pre-cut slices: see _split_phases on indices with a runtime offset)
                     for j in range(ow):
-                        a_j = accrow[j * c:(j + 1) * c]
-                        s_j = flat[(j * sw + kj * dw) * c:(j * sw + kj * dw + 1) * c]
+                        a_j, s_j = accrow[j * c:(j + 1) * c], flat[start + j * c:start + (j + 1) * c]
                         if ki == 0 and kj == 0:
                             for ch in range(c):
                                 a_j[ch] = w_j[ch] * s_j[ch]

@@ -198,7 +198,7 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
         _jit.depthwise_channels_last(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), pads[0], pads[1], hp, wp,
                                      np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0), dtype=ftype),
                                      bias64, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi,
-                                     np.zeros((hp, wp, c_out), dtype=ftype), out_nhwc)
+                                     np.zeros((sh_w, hp, -(-wp // sh_w) * c_out), dtype=ftype), out_nhwc)
         return np.ascontiguousarray(out_nhwc.transpose(0, 3, 1, 2))
     hq, wq = -(-hp // sh_h), -(-wp // sh_w)
     phases = np.zeros((sh_h * sh_w, (hq + 1) * wq), dtype=ftype)   # a zero row after each phase
