@@ -199,8 +199,9 @@ def test_nearest_resize_by_a_power_of_two_copies_stored_integers_at_any_size(tmp
         np.testing.assert_array_equal(y, np.repeat(np.repeat(x_q, f, axis=2), f, axis=3))
         np.testing.assert_allclose(x_q, _input_q(r, x), atol=1e-6)
         np.testing.assert_array_equal(_ort(path, x_q), y)   # the float model on those values
-    _exports_agree(r, tmp_path, ((12, 10), (5, 7)), exact=True)
-    _verify_tflite(r, tmp_path, ((12, 10), (5, 7)))   # size = SHAPE → STRIDED_SLICE → MUL, read back as factors
+    if scale == 2.0:   # (the exports do not depend on the factor)
+        _exports_agree(r, tmp_path, ((12, 10), (5, 7)), exact=True)
+        _verify_tflite(r, tmp_path, ((12, 10), (5, 7)))   # size = SHAPE → STRIDED_SLICE → MUL, read back as factors
 
 
 def test_nearest_resize_by_three_on_dynamic_sizes_stays_float(tmp_path):
