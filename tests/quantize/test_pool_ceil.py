@@ -76,8 +76,27 @@ def test_average_pool_whose_overhang_is_not_same_padding_stays_float(tmp_path):
         "VALID: LiteRT AVERAGE_POOL_2D takes no other padding")}
 
 
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+def test_ceil_mode_2x2_stride_2_on_a_dynamic_size_is_same(tmp_path, op_type):
+    path = _model(tmp_path, op_type, (None, None), 2, 2)
+    r = qr.quantize(path, {"x": RNG.normal(size=(16, C, 7, 9)).astype(np.float32)}, qr.Config(progress=False))
+    assert not r.annotation.float_ops
+    (pool,) = (op for op in r.module.main.ops if op.label == "pool")
+    assert pool.attr("auto_pad") == "SAME_UPPER"
+    tfl = r.save(tmp_path / "pool.tflite")
+    for hw in ((7, 9), (6, 10)):   # odd sizes: the overhang; even: none
+        x = RNG.normal(size=(2, C, *hw)).astype(np.float32)
+        got = run(r.module, {"x": x})
+        want = ort.InferenceSession(_pool_only(path), providers=["CPUExecutionProvider"]).run(None, {"c": got["c"]})[0]
+        assert got["y"].shape == want.shape == (2, C, -(-hw[0] // 2), -(-hw[1] // 2))
+        step = np.diff(np.unique(got["c"])).min()
+        assert np.abs(got["y"] - want).max() <= (0 if op_type == "MaxPool" else 0.5 * step * 1.001)
+        report = verify_tflite(tfl, {"x": x}, intermediates=False)
+        assert report.ok, report.text()
+
+
 def test_ceil_mode_with_a_stride_on_a_dynamic_size_stays_float(tmp_path):
-    path = _model(tmp_path, "MaxPool", (None, None), 2, 2)
+    path = _model(tmp_path, "MaxPool", (None, None), 3, 2)
     r = qr.quantize(path, {"x": RNG.normal(size=(16, C, 7, 9)).astype(np.float32)}, qr.Config(progress=False))
     (why,) = [why for op, why in r.annotation.float_ops if op.label == "pool"]
     assert why.startswith("ceil_mode=1 with strides (2, 2) on a dynamic spatial size")

@@ -67,12 +67,23 @@ def pool_pads(op) -> tuple[int, ...]:
     return (top, left, bottom + max(0, extra[0]), right + max(0, extra[1]))
 
 
+def _ceil_as_same(op) -> bool:
+    """ceil_mode=1 with 2x2 windows, stride 2 and no pads on a dynamic size is TFLite's SAME at every
+    size: ceil((n - 2) / 2) + 1 = ceil(n / 2) windows from 0, and SAME pads 2·ceil(n/2) − n ∈ {0, 1}
+    pixels, at the end (a stride-1 axis would need its own padding: not taken)."""
+    spatial = op.operands[0].type.shape[2:]
+    return (None in spatial and tuple(op.attr("kernel_shape")) == (2, 2)
+            and tuple(op.attr("strides") or (1, 1)) == (2, 2) and not any(op.attr("pads") or ()))
+
+
 def _check_ceil(op) -> str | None:
     spatial, outs = op.operands[0].type.shape[2:], op.results[0].type.shape[2:]
     strides = tuple(op.attr("strides") or (1, 1))
+    if _ceil_as_same(op):
+        return None
     if any(n is None and s > 1 for n, s in zip(spatial, strides)) or None in outs and any(s > 1 for s in strides):
         return (f"ceil_mode=1 with strides {strides} on a dynamic spatial size: the overhang padded at the end "
-                "depends on the size, and LiteRT's pools take fixed padding")
+                "depends on the size, and LiteRT's pools take fixed padding (2x2 windows with stride 2 are SAME)")
     if None in spatial:   # stride 1: ceil and floor give the same windows
         return None
     pads = pool_pads(op)
@@ -101,7 +112,8 @@ def lower_pool(opdef):
         op = r.match.ops["op"]
         kernel = op.attr("kernel_shape")
         attrs = lowered_window(op, kernel)
-        pads = {"auto_pad": attrs["auto_pad"]} if "auto_pad" in attrs else {"pads": pool_pads(op)}
+        same = "auto_pad" in attrs or (op.attr("ceil_mode") and _ceil_as_same(op))
+        pads = {"auto_pad": "SAME_UPPER"} if same else {"pads": pool_pads(op)}
         x = lw.input(r.match["x"])
         return lw.emit(opdef.build([x], [lw.out_type(r)], kernel_shape=kernel, strides=attrs["strides"], **pads),
                        op).result
