@@ -40,8 +40,6 @@ GAPS: dict[tuple[str, str], str] = {
     **{(c, "ddddocr_ocr"): LSTM for c in ("float_run", "dynamic_dims", "exports_run", "casts", "accuracy")},
     **{("qoperator_casts", m.name): QOP_FLOAT for m in D.MODELS if m.name != "ddddocr_ocr"},
     ("qoperator_casts", "ddddocr_ocr"): LSTM,
-    ("tflite_exact", "ppocrv6_tiny_rec"): "the .tflite export cannot write a Reshape with two dynamic dims "
-                                          "(batch and width) yet",
 }
 
 

@@ -27,8 +27,10 @@ qnn.*_pool, mean, ...   AVERAGE_POOL_2D (SAME/VALID only), MAX_POOL_2D (other pa
                         LOGISTIC, TANH, HARD_SWISH, GELU (approximate in its options),
                         LEAKY_RELU
 qnn.clamp               RELU / RELU6 / RELU_N1_TO_1 (QUANTIZE when it only rescales)
-nn.reshape & co.        RESHAPE; nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_SLICE (positive
-                        steps, static sliced dims); nn.identity -> nothing
+nn.reshape & co.        RESHAPE (with several dynamic dims: its int32 target gathered at run time,
+                        SHAPE -> CONCATENATION -> GATHER; squeeze/unsqueeze -> SQUEEZE /
+                        EXPAND_DIMS); nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_SLICE
+                        (positive steps, static sliced dims); nn.identity -> nothing
 ======================  ======================================================================
 
 A dynamic dim (``?``: the batch, or H and W) is written as 1 with a shape signature of -1; LiteRT
@@ -85,6 +87,7 @@ from quantir.backends.tflite.schema import (
     SpaceToBatchNDOptions,
     BatchToSpaceNDOptions,
     SpaceToDepthOptions,
+    SqueezeOptions,
     StridedSliceOptions,
     SubOptions,
     TransposeConvOptions,
@@ -595,8 +598,59 @@ def clamp(ex: _Exporter, op: Operation) -> None:
     _elementwise(code[op.attr("activation") or "NONE"])(ex, op)
 
 
+def _run_time_reshape(ex: _Exporter, op: Operation) -> None:
+    """A reshape with several dynamic dims (ONNX's ``0`` copies of the input's dims, and its one
+    ``-1``): the int32 target is gathered at run time from the input's SHAPE and the constant
+    sizes, GATHER(CONCATENATION(SHAPE(x), sizes), picks), which LiteRT's RESHAPE reads."""
+    x, y = op.operands[0], op.results[0]
+    rank = len(x.type.shape)
+    sizes: list[int] = []
+    picks: list[int] = []
+    for i, d in enumerate(op.attr("shape")):
+        if d == 0 and not op.attr("allowzero"):
+            picks.append(i)                      # the input's dim i
+        else:
+            picks.append(rank + len(sizes))      # a static size, or the -1
+            sizes.append(int(d))
+    name = y.name_hint or "reshape"
+    src = ex.get(x, Form.ASIS)
+    dims = ex.b.add_tensor(ex._name(f"{name}/input_shape"), (rank,), np.int32)
+    ex.b.add_operator(OP.SHAPE, [src], [dims], ShapeOptions(out_type=TFLiteTensorType.INT32))
+    both = ex.b.add_tensor(ex._name(f"{name}/shape_and_sizes"), (rank + len(sizes),), np.int32)
+    ex.b.add_operator(OP.CONCATENATION, [dims, ex.int32(sizes, f"{name}/sizes")], [both],
+                      ConcatenationOptions(axis=0))
+    target = ex.b.add_tensor(ex._name(f"{name}/target"), (len(picks),), np.int32)
+    ex.b.add_operator(OP.GATHER, [both, ex.int32(picks, f"{name}/picks")], [target], GatherOptions(axis=0))
+    ex.emit(OP.RESHAPE, op, [src, target], Form.ASIS, ReshapeOptions(new_shape=()))
+
+
+def _squeeze_dims(ex: _Exporter, op: Operation) -> None:
+    """SQUEEZE / EXPAND_DIMS (one axis) keep any number of dynamic dims: LiteRT sizes the result
+    from the input's shape at run time."""
+    x, y = op.operands[0], op.results[0]
+    src = ex.get(x, Form.ASIS)
+    if op.opdef is nn.SQUEEZE:
+        rank = len(x.type.shape)
+        axes = op.attr("axes")
+        axes = sorted({a % rank for a in axes}) if axes is not None else [i for i, d in enumerate(x.type.shape)
+                                                                         if d == 1]
+        ex.emit(OP.SQUEEZE, op, [src], Form.ASIS, SqueezeOptions(squeeze_dims=tuple(axes)))
+        return
+    axes = op.attr("axes")
+    if len(axes) != 1:
+        raise UnsupportedOpError(f"{_what(op)}: an unsqueeze of {len(axes)} axes with several dynamic dims "
+                                 f"(EXPAND_DIMS takes one axis)")
+    axis = axes[0] % len(y.type.shape)
+    ex.emit(OP.EXPAND_DIMS, op, [src, ex.int32([axis], f"{y.name_hint}/axis")], Form.ASIS)
+
+
 def reshape(ex: _Exporter, op: Operation) -> None:
     x, y = op.operands[0], op.results[0]
+    if y.type.shape is not None and sum(d is None for d in y.type.shape) > 1:
+        if op.opdef is nn.RESHAPE:
+            return _run_time_reshape(ex, op)
+        if op.opdef in (nn.SQUEEZE, nn.UNSQUEEZE):
+            return _squeeze_dims(ex, op)
     if not ex.has(x, Form.ASIS) and ex.has(x, Form.NHWC) and ex.same_order(x):
         src = ex.get(x, Form.NHWC)   # the NHWC tensor already holds the elements in the IR's order
     else:

@@ -287,7 +287,9 @@ class Importer:
 # (its size follows from its input), a resize's size (constant, the declared output, or quantir's
 # SHAPE → STRIDED_SLICE → MUL of dynamic H, W, which frontends.tflite.ops_window reads as factors)
 _SIZE_SLOTS = {BuiltinOperator.TRANSPOSE_CONV: 0, BuiltinOperator.RESIZE_BILINEAR: 1,
-               BuiltinOperator.RESIZE_NEAREST_NEIGHBOR: 1}
+               BuiltinOperator.RESIZE_NEAREST_NEIGHBOR: 1,
+               # a run-time target: the declared dims, or quantir's SHAPE → CONCATENATION → GATHER
+               BuiltinOperator.RESHAPE: 1}
 
 
 class OpContext:

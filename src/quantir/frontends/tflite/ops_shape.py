@@ -33,7 +33,14 @@ def reshape(ctx: OpContext) -> None:
         if ctx.is_const(1):
             target = ctx.const_ints(1, "shape")
         elif sum(d is None for d in out_dims) > 1:
-            raise UnsupportedOpError("RESHAPE to a shape computed at run time with more than one dynamic dim")
+            copied = _copied_dims(ctx)
+            if copied is None:
+                raise UnsupportedOpError("RESHAPE to a shape computed at run time with more than one dynamic dim "
+                                         "(quantir reads the form it writes: GATHER(CONCATENATION(SHAPE(input), "
+                                         "sizes), picks) with each dim copied at its own position)")
+            # ONNX's 0 copies the input's dim: on the input in the TFLite order, as the SHAPE read it
+            ctx.emit(nn.RESHAPE, [ctx.input(0, L.identity(ctx.rank(0)))], L.identity(ctx.out_rank), shape=copied)
+            return
         else:
             target = tuple(-1 if d is None else d for d in out_dims)
     else:
@@ -45,6 +52,38 @@ def reshape(ctx: OpContext) -> None:
     perm = native if L.same_memory_order(ctx.dims(0), native) else L.identity(len(native))
     # allowzero: a 0 in a TFLite shape is an empty dim, never "copy the input's dim" (ONNX)
     ctx.emit(nn.RESHAPE, [ctx.input(0, perm)], L.identity(ctx.out_rank), shape=target, allowzero=1)
+
+
+def _producer(ctx: OpContext, idx: int, code: OP):
+    """The operator that writes tensor ``idx`` if it is a ``code``, else None."""
+    for op in ctx.imp.sg.operators:
+        if idx in op.outputs:
+            return op if ctx.imp.model.operator_codes[op.opcode_index].builtin_code == code else None
+    return None
+
+
+def _copied_dims(ctx: OpContext) -> tuple[int, ...] | None:
+    """The ONNX target (``0``: copy the input's dim) of a run-time shape written as quantir writes
+    it: GATHER(CONCATENATION(SHAPE(input), sizes), picks), a pick ``i`` below the input's rank
+    copying dim ``i`` at position ``i``; else None."""
+    imp = ctx.imp
+    gather = _producer(ctx, ctx.idx(1), OP.GATHER)
+    if gather is None or len(gather.inputs) != 2 or imp.data(gather.inputs[1]) is None:
+        return None
+    concat = _producer(ctx, gather.inputs[0], OP.CONCATENATION)
+    if concat is None or len(concat.inputs) != 2 or imp.data(concat.inputs[1]) is None:
+        return None
+    shape = _producer(ctx, concat.inputs[0], OP.SHAPE)
+    if shape is None or shape.inputs[0] != ctx.idx(0):
+        return None
+    rank = ctx.rank(0)
+    sizes = [int(v) for v in np.asarray(imp.data(concat.inputs[1])).reshape(-1)]
+    target = []
+    for i, p in enumerate(int(v) for v in np.asarray(imp.data(gather.inputs[1])).reshape(-1)):
+        if (p < rank and p != i) or not 0 <= p < rank + len(sizes):
+            return None
+        target.append(0 if p < rank else sizes[p - rank])
+    return tuple(target)
 
 
 def transpose(ctx: OpContext) -> None:

@@ -90,10 +90,10 @@ DYNAMIC_RESHAPE = declare(QuantOp(
     patterns=(QuantizerPattern("dynamic_reshape", Pat.op(nn.DYNAMIC_RESHAPE, Pat.any("x"), Pat.any(), name="op"),
                                lower_dynamic_reshape, doc="Reshape to a shape computed at run time"),),
     qdq_ops=(nn.DYNAMIC_RESHAPE,),
-    # a target that does not fold has two or more dims known only at run time, and the .tflite
-    # writer keeps a dynamic batch only (every other dim is written static)
-    cannot={Format.TFLITE_EXPORT: "a reshape whose target is computed at run time has two or more dynamic dims; "
-                                  "quantir's .tflite writer keeps only the batch dynamic (shape_signature)",
+    # (a target that folds to ONNX's 0 copies and one -1 is an nn.reshape, which the .tflite writer
+    # gives a run-time SHAPE -> CONCATENATION -> GATHER target)
+    cannot={Format.TFLITE_EXPORT: "its target is computed by integer shape ops (Shape, Gather, Concat, Mul ... "
+                                  "on i64) that quantir's .tflite writer does not write",
             Format.TFLITE_IMPORT: "the .tflite reader reads every RESHAPE back as nn.reshape (a .tflite quantir "
                                   "writes never holds a reshape to a run-time target)"}))
 FLATTEN = _movement(nn.FLATTEN, OP.RESHAPE, _RESHAPE_ROW, doc="matched by the reshape pattern")
