@@ -364,9 +364,11 @@ def _same_or_valid(pads, hw, kernel, strides, dilations=(1, 1)) -> Padding | Non
 
 
 def _padding(op: Operation, hw, kernel, strides, dilations=(1, 1)) -> Padding | None:
-    """A conv/pool's padding: auto_pad SAME_UPPER (pads that follow a dynamic size) is SAME."""
+    """A conv/pool's padding: auto_pad SAME_UPPER (pads that follow a dynamic size) is SAME; so are
+    fixed pads equal to SAME's on a dynamic axis with stride 1, where SAME pads e - 1 at any size."""
     if op.attr("auto_pad") == "SAME_UPPER":
         return Padding.SAME
+    hw = [(k - 1) * d + 1 if n is None and s == 1 else n for n, k, s, d in zip(hw, kernel, strides, dilations)]
     return _same_or_valid(op.attr("pads"), hw, kernel, strides, dilations)
 
 
