@@ -29,12 +29,13 @@ from ...ir import Module
 from .importer import Binding, Converter, Importer, TFLiteImport
 from .ops_select import CONVERTERS as _SELECT
 from .ops_shape import CONVERTERS as _SHAPE
+from .ops_split import CONVERTERS as _SPLIT
 from .ops_tensor import CONVERTERS as _TENSOR
 from .ops_window import CONVERTERS as _WINDOW
 
 __all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS"]
 
-CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT}
+CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT, **_SPLIT}
 SUPPORTED_OPS: frozenset[BuiltinOperator] = frozenset(CONVERTERS)
 
 

@@ -274,7 +274,7 @@ class Importer:
                 raise UnsupportedOpError(f"{kind} {ctx.op_name} is not supported; quantir reads int8 models made of "
                                          f"{', '.join(sorted(b.name for b in self.converters))}")
             ctx.check_tensor_types()
-            if len(op.outputs) != 1:
+            if len(op.outputs) != 1 and builtin is not BuiltinOperator.SPLIT:   # (SPLIT defines each output)
                 raise ModelFormatError(f"expected 1 output, found {len(op.outputs)}")
             convert(ctx)
         except UnsupportedOpError as e:
