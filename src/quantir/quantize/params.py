@@ -71,12 +71,8 @@ def region_weights(region: Region) -> tuple[np.ndarray, np.ndarray | None]:
     """
     w = np.asarray(region.match.consts["w"], np.float32)
     b = region.match.consts.get("b")
-    if region.pattern.name.startswith("conv_transpose"):   # ONNX (C_in, C_out, kh, kw); a bias Add's values
+    if region.pattern.name.startswith("conv_transpose"):   # ONNX (C_in, C_out, kh, kw)
         w = np.ascontiguousarray(w.transpose(1, 0, 2, 3))
-        added = region.match.consts.get("bias_add_c")
-        if added is not None:
-            added = np.broadcast_to(np.asarray(added, np.float32).reshape(-1), (w.shape[0],))
-            b = added if b is None else np.asarray(b, np.float32).reshape(-1) + added
     elif region.pattern.name != "conv":
         op = region.match.ops["op"]
         if op.opdef is nn.GEMM:
@@ -88,6 +84,10 @@ def region_weights(region: Region) -> tuple[np.ndarray, np.ndarray | None]:
         else:
             w = w.T
         w = np.ascontiguousarray(w)
+    added = region.match.consts.get("bias_add_c")   # a conv's or transposed conv's bias written as an Add
+    if added is not None:
+        added = np.broadcast_to(np.asarray(added, np.float32).reshape(-1), (w.shape[0],))
+        b = added if b is None else np.broadcast_to(np.asarray(b, np.float32).reshape(-1), (w.shape[0],)) + added
     if b is not None:
         b = np.broadcast_to(np.asarray(b, np.float32).reshape(-1), (w.shape[0],)).copy()
     return w, b

@@ -27,7 +27,12 @@ from .registry import QuantOp, SolverRules, declare
 
 # -- patterns ---------------------------------------------------------------------------------------
 
-_CONV = Pat.op(nn.CONV, Pat.any("x"), Pat.const("w"), Pat.const("b").optional(), name="op")
+_CONV_OP = Pat.op(nn.CONV, Pat.any("x"), Pat.const("w"), Pat.const("b").optional(), name="op")
+# Conv + a constant per-channel Add (Paddle writes a conv's bias so), in either operand order: one
+# CONV_2D whose int32 bias holds both, rather than an int8 conv output then an int8 ADD of the
+# bias quantized per tensor (on PP-OCRv6 tiny rec each such Add cost about 3 dB of SQNR)
+_CONV = Pat.alt(Pat.op(nn.ADD, _CONV_OP.one_use(), Pat.const("bias_add_c"), name="bias_add"),
+                Pat.op(nn.ADD, Pat.const("bias_add_c"), _CONV_OP.one_use(), name="bias_add"), _CONV_OP)
 _GEMM = Pat.op(nn.GEMM, Pat.any("x"), Pat.const("w"), Pat.const("b").optional(), name="op")
 _MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="op")
 # MatMul + constant bias Add (PyTorch's Linear exported without Gemm), in either operand order
@@ -41,7 +46,15 @@ def _check_conv(m: Match) -> str | None:
         return f"only 2-D convolutions are quantized ({w.ndim - 2}-D found)"
     if rank(m["x"]) != 4:
         return "the input must be a 4-D NCHW tensor"
+    c = m.consts.get("bias_add_c")
+    if c is not None and not per_channel_constant(c, w.shape[0]):
+        return f"the Add after the Conv has a constant of shape {list(c.shape)}, not one value per output channel"
     return dynamic_padding_reason(m.ops["op"], w.shape[2:]) or clip_fusable(m)
+
+
+def per_channel_constant(c: np.ndarray, channels: int) -> bool:
+    """A constant that broadcasts over an NCHW result as one value per channel (or one value)."""
+    return c.size == 1 or (c.ndim in (3, 4) and c.shape[-3] == channels and c.size == channels)
 
 
 def _check_gemm(m: Match) -> str | None:
@@ -179,7 +192,8 @@ def conv_view(op: Operation) -> QuantizedOp:
 CONV = declare(QuantOp(
     qnn.CONV, OP.CONV_2D, OpSpec((ACT, WEIGHT(0), BIAS), ACT),
     patterns=(QuantizerPattern("conv", with_activation(_CONV), lower_conv, check=_check_conv, weighted=True,
-                               doc="Conv (+bias) (+Relu/Relu6/Clip); depthwise when group == C_in"),),
+                               doc="Conv (+bias) (+per-channel bias Add) (+Relu/Relu6/Clip); depthwise when "
+                                   "group == C_in"),),
     kernel=qnn_ops.conv,
     rows={OP.DEPTHWISE_CONV_2D: OpSpec((ACT, WEIGHT(3), BIAS), ACT)},
     view=conv_view,
