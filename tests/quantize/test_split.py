@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
+from quantir.backends.tflite.reader import read_model
 from quantir.runtime import run
 from quantir.verify import verify_tflite
 
@@ -63,6 +64,9 @@ def test_split_outputs_are_the_inputs_stored_integers(tmp_path, form):
         np.testing.assert_array_equal(got[o], np.take(got["c"], np.arange(a, b), axis=axis))
     # .tflite: LiteRT's reference kernels compute the same integers
     tfl = r.save(tmp_path / "split.tflite")
+    model = read_model(tfl.read_bytes(), "split")
+    codes = [model.operator_codes[o.opcode_index].name for o in model.subgraphs[0].operators]
+    assert codes.count("SPLIT_V") == 1 and "STRIDED_SLICE" not in codes   # the Slices, one SPLIT_V again
     report = verify_tflite(tfl, {"x": x}, intermediates=False)
     assert report.ok, report.text()
     for fmt in ("qdq", "qoperator"):

@@ -1,4 +1,4 @@
-"""A .tflite SPLIT reads back as one nn.slice per output, bit-exact with LiteRT's reference
+"""A .tflite SPLIT or SPLIT_V reads back as one nn.slice per output, bit-exact with LiteRT's reference
 kernels, whether its input lives in the TFLite layout or (after a pool) in NCHW."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from quantir.backends.tflite import Padding, Pool2DOptions
-from quantir.backends.tflite.schema import SplitOptions
+from quantir.backends.tflite.schema import SplitOptions, SplitVOptions
 from quantir.errors import ModelFormatError, UnsupportedOpError
 from quantir.frontends.tflite import import_tflite
 
@@ -37,6 +37,24 @@ def test_split_matches_litert(axis, n, pooled):
     x = RNG.integers(-128, 128, SHAPE, dtype=np.int8)
     imported = compare(_graph(axis, n, pooled), [x])
     assert sum(op.opdef.name == "nn.slice" for op in imported.module.main.ops) == n
+
+
+@pytest.mark.parametrize("axis,sizes", [(3, [3, 5]), (3, [2, -1, 1]), (1, [1, 3]), (2, [-1, 1, 1, 1])])
+@pytest.mark.parametrize("pooled", [False, True])
+def test_split_v_matches_litert(axis, sizes, pooled):
+    g = Graph()
+    x = g.input("x", SHAPE, 0.05, 3)
+    src = x
+    if pooled:
+        src = g.act("p", SHAPE, 0.05, 3)
+        g.op(OP.MAX_POOL_2D, [x], [src], Pool2DOptions(padding=Padding.SAME, stride_h=1, stride_w=1,
+                                                      filter_height=2, filter_width=2))
+    real = [s if s != -1 else SHAPE[axis] - (sum(sizes) + 1) for s in sizes]
+    outs = [g.act(f"y{i}", tuple(k if d == axis else n for d, n in enumerate(SHAPE)), 0.05, 3)
+            for i, k in enumerate(real)]
+    g.op(OP.SPLIT_V, [src, g.const("sizes", np.array(sizes, np.int32)), g.const("axis", np.array(axis, np.int32))],
+         outs, SplitVOptions(num_splits=len(sizes)))
+    compare(g.finish(outs), [RNG.integers(-128, 128, SHAPE, dtype=np.int8)])
 
 
 def test_split_into_unequal_chunks_is_a_format_error():

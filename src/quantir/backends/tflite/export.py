@@ -87,6 +87,7 @@ from quantir.backends.tflite.schema import (
     SpaceToBatchNDOptions,
     BatchToSpaceNDOptions,
     SpaceToDepthOptions,
+    SplitVOptions,
     SqueezeOptions,
     StridedSliceOptions,
     SubOptions,
@@ -671,9 +672,58 @@ def transpose(ex: _Exporter, op: Operation) -> None:
     ex.emit(OP.TRANSPOSE, op, [ex.get(x, Form.ASIS), ex.int32(perm, f"{op.results[0].name_hint}/perm")], Form.ASIS)
 
 
+def _cut(op: Operation) -> tuple[int, int, int] | None:
+    """``(axis, start, stop)`` of a slice of one static axis with step 1, else None."""
+    shape = op.operands[0].type.shape
+    try:
+        bounds = slice_bounds(shape, {k: op.attr(k) for k in ("starts", "ends", "axes", "steps")})
+    except QuantirError:
+        return None
+    if len(bounds) != 1:
+        return None
+    ((axis, (start, stop, step)),) = bounds.items()
+    return (axis, start, stop) if step == 1 and shape[axis] is not None and stop > start else None
+
+
+def _split_group(op: Operation) -> list[Operation] | None:
+    """The slices of ``op``'s input that cut one axis into consecutive chunks covering it (what
+    quantize's Split expansion writes), in order, when there are two or more and they keep the
+    input's quantization; else None."""
+    x, me = op.operands[0], _cut(op)
+    if me is None:
+        return None
+    pieces = sorted(((c[1], c[2], user) for user, _ in x.uses if user.opdef is nn.SLICE
+                     for c in [_cut(user)] if c is not None and c[0] == me[0]), key=lambda p: (p[0], p[1]))
+    edge = 0
+    for start, stop, user in pieces:
+        if start != edge or _qtype(user.results[0]) != _qtype(x):
+            return None
+        edge = stop
+    return [user for _, _, user in pieces] if len(pieces) > 1 and edge == x.type.shape[me[0]] else None
+
+
+def _split_v(ex: _Exporter, op: Operation, group: list[Operation]) -> None:
+    """One SPLIT_V for the whole group: LiteRT copies each chunk into its output."""
+    x = op.operands[0]
+    axis, _, _ = _cut(op)
+    form = ex.prefer(x)
+    sizes = [stop - start for _, start, stop in (_cut(g) for g in group)]
+    name = group[0].results[0].name_hint
+    outs = [ex.new_tensor(g.results[0], form) for g in group]
+    ex.b.add_operator(OP.SPLIT_V, [ex.get(x, form), ex.int32(sizes, f"{name}/size_splits"),
+                                   ex.int32(NHWC_PERM.index(axis) if form is Form.NHWC else axis, f"{name}/axis")],
+                      outs, SplitVOptions(num_splits=len(group)))
+
+
 def slice_(ex: _Exporter, op: Operation) -> None:
     """STRIDED_SLICE: ONNX's clamped bounds per sliced axis, the begin/end masks for the others
-    (so a dynamic batch passes whole). In the NHWC form when the input lives there."""
+    (so a dynamic batch passes whole). In the NHWC form when the input lives there. Slices that
+    cut one axis into consecutive chunks (an ONNX Split) are one SPLIT_V."""
+    if ex.forms.lookup_or_none(op.results[0]) is not None:
+        return   # written by its group's SPLIT_V
+    group = _split_group(op)
+    if group is not None:
+        return _split_v(ex, op, group)
     x = op.operands[0]
     shape = x.type.shape
     rank = len(shape)

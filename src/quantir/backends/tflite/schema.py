@@ -138,6 +138,7 @@ class BuiltinOptionsType(IntEnum):
     TransposeConvOptions = 49
     ResizeNearestNeighborOptions = 74
     LeakyReluOptions = 75
+    SplitVOptions = 79
     QuantizeOptions = 89
     HardSwishOptions = 91
     DepthToSpaceOptions = 94
@@ -423,6 +424,12 @@ class SplitOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class SplitVOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.SplitVOptions
+    num_splits: int = _slot(0, "int32", 0)
+
+
+@dataclass(frozen=True)
 class StridedSliceOptions(BuiltinOptions):
     OPTIONS_TYPE: ClassVar = BuiltinOptionsType.StridedSliceOptions
     begin_mask: int = _slot(0, "int32", 0)
@@ -587,7 +594,7 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
                 LogSoftmaxOptions, GeluOptions, BatchMatMulOptions,
-                TransposeConvOptions)
+                TransposeConvOptions, SplitVOptions)
 }
 
 
@@ -658,6 +665,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.MINIMUM: MaximumMinimumOptions,
     BuiltinOperator.GATHER: GatherOptions,
     BuiltinOperator.SPLIT: SplitOptions,
+    BuiltinOperator.SPLIT_V: SplitVOptions,
     BuiltinOperator.STRIDED_SLICE: StridedSliceOptions,
     BuiltinOperator.SLICE: SliceOptions,
     BuiltinOperator.SPACE_TO_DEPTH: SpaceToDepthOptions,

@@ -274,7 +274,7 @@ class Importer:
                 raise UnsupportedOpError(f"{kind} {ctx.op_name} is not supported; quantir reads int8 models made of "
                                          f"{', '.join(sorted(b.name for b in self.converters))}")
             ctx.check_tensor_types()
-            if len(op.outputs) != 1 and builtin is not BuiltinOperator.SPLIT:   # (SPLIT defines each output)
+            if len(op.outputs) != 1 and builtin not in _SEVERAL_OUTPUTS:
                 raise ModelFormatError(f"expected 1 output, found {len(op.outputs)}")
             convert(ctx)
         except UnsupportedOpError as e:
@@ -290,6 +290,9 @@ _SIZE_SLOTS = {BuiltinOperator.TRANSPOSE_CONV: 0, BuiltinOperator.RESIZE_BILINEA
                BuiltinOperator.RESIZE_NEAREST_NEIGHBOR: 1,
                # a run-time target: the declared dims, or quantir's SHAPE → CONCATENATION → GATHER
                BuiltinOperator.RESHAPE: 1}
+
+
+_SEVERAL_OUTPUTS = (BuiltinOperator.SPLIT, BuiltinOperator.SPLIT_V)   # their converters define each output
 
 
 class OpContext:
