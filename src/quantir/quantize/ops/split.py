@@ -5,8 +5,9 @@ is a copy of stored integers in the input's parameters, which is what the slice 
 (``shape.SLICE``, LiteRT STRIDED_SLICE, same scale in and out) already does for a single-result
 op. So instead of teaching annotation, the solver and the lowering about regions with several
 results, the float Split becomes float Slices with the same chunks (the same float32 values:
-both copy), and every Slice joins the input's scale class. The .tflite shows one STRIDED_SLICE
-per output where a converter would write one SPLIT_V: the same copies, bit for bit.
+both copy), and every Slice joins the input's scale class. The .tflite exporter writes such a
+group of Slices as one SPLIT_V again (``backends.tflite.export._split_group``), and the reader
+reads SPLIT and SPLIT_V back as Slices.
 """
 from __future__ import annotations
 
