@@ -188,10 +188,8 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
     c_out, _, kh, kw = weight.shape
     (sh_h, sh_w), (dh, dw) = strides, dilations
     (oh, ow), (hp, wp) = out_hw_, hw_padded
-    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
     bias64 = np.zeros(c_out, np.int64) if b is None else b.astype(np.int64)
     params = _jit.requant_params(*plan)
-    xc = np.ascontiguousarray(x)
     if mult == 1 and oh * ow <= SMALL_IMAGE:
         # Small images: a channel's loops are too short to vectorize; run over channels instead.
         out_nhwc = np.empty((n, oh, ow, c_out), dtype=np.int8)
@@ -200,10 +198,12 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
                                      bias64, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi,
                                      np.zeros((sh_w, hp, -(-wp // sh_w) * c_out), dtype=ftype), out_nhwc)
         return np.ascontiguousarray(out_nhwc.transpose(0, 3, 1, 2))
+    out = np.empty((n, c_out, oh, ow), dtype=np.int8)
     hq, wq = -(-hp // sh_h), -(-wp // sh_w)
     phases = np.zeros((sh_h * sh_w, (hq + 1) * wq), dtype=ftype)   # a zero row after each phase
-    _jit.depthwise_rows(xc, pads[0], pads[1], hp, wp, np.ascontiguousarray(weight[:, 0], dtype=ftype), bias64,
-                        mult, ftype(zp_in), sh_h, sh_w, dh, dw, *params, zp_out, lo, hi, phases,
+    _jit.depthwise_rows(np.ascontiguousarray(x), pads[0], pads[1], hp, wp,
+                        np.ascontiguousarray(weight[:, 0], dtype=ftype), bias64, mult, ftype(zp_in), sh_h, sh_w,
+                        dh, dw, *params, zp_out, lo, hi, phases,
                         np.empty(x.shape[2] * x.shape[3], dtype=ftype), np.empty(_jit.BLOCK, dtype=ftype),
                         np.empty(oh * wq, dtype=np.int8), out)
     return out
