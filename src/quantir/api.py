@@ -304,8 +304,9 @@ def _layer_errors(result: Result) -> list[LayerError]:
     for n in wanted:
         region = by_name[n]
         p = result.params[region.output]
-        ref = np.concatenate([a.reshape(a.shape[0], -1) for a, _ in errors[n]])
-        q = np.concatenate([b.reshape(b.shape[0], -1) for _, b in errors[n]]).astype(np.int64)
+        # flat: the kept batches may hold samples of different sizes (dynamic dims)
+        ref = np.concatenate([a.ravel() for a, _ in errors[n]])
+        q = np.concatenate([b.ravel() for _, b in errors[n]]).astype(np.int64)
         deq = (np.float32(p.scale) * (q - p.zero_point).astype(np.float32))
         sqnr, cos, err = compare(ref, deq)
         out.append(LayerError(region.label, region.pattern.kind, sqnr, cos, err, p.scale))

@@ -26,9 +26,10 @@ from ..types import FloatType, TensorType
 from .config import Config
 from .data import DatasetManager, InputSpec
 from .methods import METHODS, Method, MinMaxOptions, Range, compute_range
-from .observers import HistogramObserver, InputObserver, MinMaxObserver, Observer, SampleMeanObserver
+from .observers import HistogramObserver, InputObserver, MinMaxObserver, Observer
 from .params import ActParams, WeightParams
 from .regions import Annotation, Region, constant_array, conv_window, weighted_input  # noqa: F401 (named here too)
+from .sample_means import SizedSampleMean
 
 
 class RegionTrace(Protocol):
@@ -84,8 +85,8 @@ class Statistics:
     num_samples: int
     kept: list[dict[str, np.ndarray]] = field(default_factory=list)   # a few feeds for callbacks
     make_engine: "EngineFactory | None" = None
-    means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
-    kept_means: dict[Value, SampleMeanObserver] = field(default_factory=dict)
+    means: dict[Value, SizedSampleMean] = field(default_factory=dict)
+    kept_means: dict[Value, SizedSampleMean] = field(default_factory=dict)
     inputs: dict[str, InputObserver] = field(default_factory=dict)   # per model input (health checks)
 
     def range(self, value: Value, config: Config) -> Range:
@@ -128,8 +129,11 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     corrected = [] if config.bias_correction == "off" else \
         list({id(x): x for r in annotation.regions if (x := weighted_input(r)) is not None
               and constant_array(x) is None}.values())
-    means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected}
-    kept_means = {v: SampleMeanObserver(name=v.name_hint) for v in corrected} \
+    readers = {id(x): [r for r in annotation.regions if weighted_input(r) is x] for x in corrected}
+    # samples of different sizes (dynamic dims) have no common positions: SizedSampleMean folds
+    # each size into the readers' expected taps (with one size it is a plain SampleMeanObserver)
+    means = {v: SizedSampleMean(v.name_hint, readers[id(v)]) for v in corrected}
+    kept_means = {v: SizedSampleMean(v.name_hint, readers[id(v)]) for v in corrected} \
         if config.bias_correction == "empirical" else {}
     engine = make_engine(fn, list({v.name_hint: None for v in [*values, *corrected]}), config.engine)
     specs = input_specs(fn)
@@ -161,6 +165,8 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
             progress.update(n)
     if progress is not None:
         progress.close()
+    if any(m.mixed for m in kept_means.values()):   # "empirical" compares positions: one size only
+        kept_means = {}                              # the solver then corrects from the weights
     return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs)
 
 
@@ -241,7 +247,17 @@ class CalibrationInfo:
     def _run(self, values: Sequence[Value]) -> list[np.ndarray]:
         engine = self.statistics.make_engine(self._fn, [v.name_hint for v in values], "interpreter")
         outs = [engine.run(batch) for batch in self.statistics.kept]
-        return [np.concatenate([o[v.name_hint] for o in outs]) for v in values]
+        return [self._joined([o[v.name_hint] for o in outs]) for v in values]
+
+    def _joined(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The kept batches' arrays as one; samples of different sizes cannot be stacked."""
+        sizes = sorted({a.shape[1:] for a in parts if np.ndim(a)})
+        if len(sizes) > 1:
+            raise CalibrationError(
+                f"region '{self.region.label}': the kept calibration samples differ in size here "
+                f"({', '.join(str(s) for s in sizes)}), so their values are not one array; a callback that "
+                f"needs them calibrates with samples of one size (Config.callback)")
+        return np.concatenate(parts)
 
     def float_inputs(self) -> list[np.ndarray]:
         return self._run(self.region.inputs)
@@ -271,7 +287,7 @@ class CalibrationInfo:
         input has its own parameters (``input_params()``); ops that requantize their inputs
         (CONCATENATION to its output's) do so inside the op, as in the integer module.
         """
-        return [np.concatenate(b) if isinstance(b, list) else b
+        return [self._joined(b) if isinstance(b, list) else b
                 for b in self._integer().inputs(self.region)]
 
     def quantized_output(self, candidate: Range | None = None) -> np.ndarray:
@@ -283,7 +299,7 @@ class CalibrationInfo:
         output (softmax, logistic, tanh) ignore it.
         """
         rng = self.output_range() if candidate is None else candidate
-        return np.concatenate(self._integer().output(self.region, (float(rng.rmin), float(rng.rmax))))
+        return self._joined(self._integer().output(self.region, (float(rng.rmin), float(rng.rmax))))
 
 
 class CalibrationCallback(Protocol):

@@ -8,7 +8,9 @@ An ``.npz`` is read member by member, each ``.npy`` header checked against the m
 before its array is allocated, and never unpickled. Batches are streamed, so memory
 does not grow with the number of samples. Every batch is validated against the model's
 inputs: a wrong name, rank, shape or dtype, or a NaN/Inf value, raises ``CalibrationError``
-naming the input and the sample index.
+naming the input and the sample index. A model with dynamic dims takes samples of different
+sizes in the iterable forms (an array holds one size, so arrays and ``.npz`` files cannot):
+each batch holds samples of one size only (``DatasetManager.batches``).
 """
 from __future__ import annotations
 
@@ -54,7 +56,13 @@ class DatasetManager:
     def batches(self, inputs: Sequence[InputSpec], batch_size: int = 32,
                 max_samples: int | None = None) -> Iterator[Feeds]:
         """Validated batches of at most ``batch_size`` samples (axis 0), in order. A model whose
-        batch dimension is static (e.g. exported with batch 1) gets batches of exactly that size."""
+        batch dimension is static (e.g. exported with batch 1) gets batches of exactly that size.
+
+        Samples of different sizes (a model with dynamic dims: text lines of different widths)
+        are never stacked together: a batch holds samples of one size, and a sample of another
+        size first sends the pending ones as a batch of their own (so at most ``batch_size``
+        samples are ever held). With a static batch dimension larger than 1, a group of fewer
+        than that many same-size samples cannot be fed and is dropped, as the last one is."""
         static = {i.type.shape[0] for i in inputs if i.type.shape and i.type.shape[0] is not None}
         if static:
             batch_size = min(static)
@@ -62,9 +70,10 @@ class DatasetManager:
                 empty = ", ".join(repr(i.name) for i in inputs if i.type.shape and i.type.shape[0] == 0)
                 raise CalibrationError(f"the model's batch dimension is fixed at 0 (input {empty}"
                                        f"): no calibration sample can be fed; give the input a batch of 1 or more")
-        seen = 0
+        seen = fed = 0
         pending: list[Feeds] = []
         pending_n = 0
+        pending_size: tuple | None = None
         for feeds in self._source():
             batch = _validate(feeds, inputs, first_sample=seen)
             n = next(iter(batch.values())).shape[0] if batch else 0
@@ -72,25 +81,44 @@ class DatasetManager:
                 batch = {k: v[: max_samples - seen] for k, v in batch.items()}
                 n = max_samples - seen
             seen += n
+            size = _sample_size(batch)
+            if pending_n and size != pending_size:   # another size: the pending samples go alone
+                if not static:
+                    yield _stack(pending)
+                    fed += pending_n
+                pending, pending_n = [], 0
+            pending_size = size
             pending.append(batch)
             pending_n += n
             while pending_n >= batch_size:
-                merged = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
+                merged = _stack(pending)
                 yield {k: v[:batch_size] for k, v in merged.items()}
+                fed += batch_size
                 rest = {k: v[batch_size:] for k, v in merged.items()}
                 pending_n -= batch_size
                 pending = [rest] if pending_n else []
             if max_samples is not None and seen >= max_samples:
                 break
         if pending_n and not static:
-            yield {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
-        elif pending_n and seen == pending_n:
+            yield _stack(pending)
+            fed += pending_n
+        elif seen and not fed:
+            runs = " in a row of one size" if pending_n < seen else ""   # size changes dropped the rest
             raise CalibrationError(f"the calibration set has {seen} samples but the model's batch dimension "
-                                   f"is fixed at {batch_size}")
+                                   f"is fixed at {batch_size}: give at least {batch_size} samples{runs}")
         # with a fixed batch dimension a last partial batch is dropped (its samples cannot be fed)
         if seen == 0:
             raise CalibrationError(f"the calibration set ({self.description}) is empty: at least one sample "
                                    f"is needed for every input ({', '.join(i.name for i in inputs)})")
+
+
+def _sample_size(batch: Feeds) -> tuple:
+    """The size of one sample of every input (the shape past axis 0): samples stack only if equal."""
+    return tuple((k, v.shape[1:]) for k, v in batch.items())
+
+
+def _stack(parts: list[Feeds]) -> Feeds:
+    return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _validate(feeds: Mapping[str, Any], inputs: Sequence[InputSpec], first_sample: int) -> Feeds:
@@ -123,8 +151,11 @@ def _validate(feeds: Mapping[str, Any], inputs: Sequence[InputSpec], first_sampl
         if shape is not None:
             for d, (got, want) in enumerate(zip(a.shape, shape)):
                 if d > 0 and want is not None and got != want:
-                    raise CalibrationError(f"calibration input '{name}' (samples from {first_sample}) has shape "
-                                           f"{a.shape}; dim {d} must be {want} {_fmt(shape)}")
+                    last = first_sample + a.shape[0] - 1
+                    which = f"sample {first_sample}" if last <= first_sample else f"samples {first_sample}-{last}"
+                    raise CalibrationError(f"calibration input '{name}', {which}: shape {a.shape}; dim {d} must be "
+                                           f"{want}, as in the model's {_fmt(shape)} (only the dims shown as ? are "
+                                           f"dynamic and take any size)")
         if a.dtype != spec.dtype:
             if not (np.issubdtype(a.dtype, np.floating) and np.issubdtype(spec.dtype, np.floating)):
                 raise CalibrationError(f"calibration input '{name}' has dtype {a.dtype}, the model expects "
@@ -249,7 +280,9 @@ def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
         try:
             arrays = {k: np.asarray(v) for k, v in data.items()}
         except (ValueError, TypeError) as e:   # ragged nested lists
-            raise CalibrationError(f"calibration data is not a dict of arrays: {_short(e)}") from None
+            raise CalibrationError(f"calibration data is not a dict of arrays: {_short(e)}; samples of different "
+                                   f"sizes go as a list of feed dicts (for a one-input model, a list of arrays), "
+                                   f"each item of one size (an .npz cannot hold them either)") from None
         description = "arrays " + ", ".join(f"{k}{v.shape}" for k, v in arrays.items())
     lengths = {k: (v.shape[0] if v.ndim else 0) for k, v in arrays.items()}
     if len(set(lengths.values())) > 1:

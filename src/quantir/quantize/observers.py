@@ -740,8 +740,9 @@ class InputObserver:
             return
         if self.first is None:
             self.first = rows[0].copy()
-        if self.identical:
-            self.identical = bool(np.array_equal(rows, np.broadcast_to(self.first, rows.shape)))
+        if self.identical:   # a sample of another size (dynamic dims) is not a copy of the first
+            self.identical = rows.shape[1] == self.first.size and \
+                bool(np.array_equal(rows, np.broadcast_to(self.first, rows.shape)))
         lo, hi = rows.min(axis=1), rows.max(axis=1)
         self.constant_each = self.constant_each and bool(np.array_equal(lo, hi))
         self.lo, self.hi = min(self.lo, float(lo.min())), max(self.hi, float(hi.max()))

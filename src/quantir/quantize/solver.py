@@ -214,7 +214,7 @@ class _Solver:
             correction = (mean_output(region, w_q, expected_taps(region, q_mean))
                           - mean_output(region, w, expected_taps(region, f_mean)))
         else:
-            taps = expected_taps(region, self.statistics.means[x].mean)
+            taps = self.statistics.means[x].taps(region)   # expected_taps of the mean, over every size
             correction = weight_error_output(region, w, q, plain.scale, taps)
         return corrected(plain, correction, q)
 
