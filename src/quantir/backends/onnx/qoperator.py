@@ -4,28 +4,42 @@
 qnn op                 ONNX (``ms:`` = ``com.microsoft`` contrib op; all run on the CPU EP, int8)
 =====================  =========================================================================
 conv                   QLinearConv (per-channel w_scale, int32 bias); group = C_in is depthwise
+transpose_conv         QLinearConv over the input stretched with s − 1 zero-point rows/columns per
+                       pixel (Unsqueeze, Pad, Reshape on int8), padded k − 1 − pad, kernel flipped
+                       (ONNX Runtime 1.32 has no QLinearConvTranspose); within a step
 fully_connected        ms:QGemm (transB=1, per-column b_scale, int32 C); an input of rank > 2 is
                        Reshaped to 2-D on int8 and back
 add / mul              ms:QLinearAdd / ms:QLinearMul
 average_pool           ms:QLinearAveragePool (count_include_pad=0)
 max_pool               MaxPool on int8
-mean over H, W         ms:QLinearGlobalAveragePool (+ Squeeze on int8 without keepdims)
+mean                   ms:QLinearGlobalAveragePool: over H, W directly (+ Squeeze on int8 without
+                       keepdims); over other axes after an int8 Transpose (reduced axes last) and
+                       Reshape to (1, kept, reduced, 1), then Reshape to the result; within a step
 concat                 ms:QLinearConcat
 pad                    Pad on int8, the zero point (or the op's stored ``value``) as the constant
 resize_nearest         Resize(nearest) on int8 (or two Gathers: see ``qdq.nearest``), whatever the
                        parameters: it copies stored integers, as LiteRT does
 softmax                ms:QLinearSoftmax (beta folded into the input scale)
-logistic               ms:QLinearSigmoid
-leaky_relu             ms:QLinearLeakyRelu
+logistic               ms:QLinearSigmoid (equal to LiteRT's table on every value, measured)
+elementwise, 1 input   ``Gather(table, Cast(x, int32))``, a 256-entry table of quantir's own kernel
+                       (``tables.py``): tanh, hard_swish, gelu, rsqrt, leaky_relu (whose
+                       QLinearLeakyRelu rounds differently), requantize, a rescaling clamp; exact
+elementwise, 2 inputs  a 65536-entry pair table indexed by ``Cast(a)·256 + Cast(b)``: sub, maximum,
+                       minimum; exact
 clamp                  Clip on int8 to the exact integer range (equal input/output parameters)
 data movement (nn)     the same op on int8 (Reshape, Flatten, Transpose, Squeeze, ...)
 =====================  =========================================================================
 
-Everything else takes its QDQ form (``qdq.py``: DequantizeLinear → float op → QuantizeLinear):
-sub, tanh, hard_swish, resize_bilinear and requantize, which have no int8 kernel in ONNX Runtime
-1.32 (``QLinearReduceMean`` is a schema without a CPU kernel, so other means too), and the ops
-above whose parameters do not fit the integer form (a max pool or pad that rescales, a clamp that
-rescales or has no activation).
+Which ops are tables is read from the declarations (``tables.is_unary_elementwise``), so a new
+elementwise op gets one without an entry here. The rest takes its QDQ form (``qdq.py``:
+DequantizeLinear → float op → QuantizeLinear):
+
+- resize_bilinear: ONNX Runtime's Resize(linear) runs on int8, but not with LiteRT's integer
+  arithmetic (10-bit fixed-point weights, rounded): measured (ORT 1.32, 9 size/mode cases) up to 2
+  steps off on 32-50% of the elements, where DQ → float Resize → Q is at most 1 step off on 5-16%;
+- batch_matmul, reduce_sum, l2_normalization, log_softmax and the comparisons' inputs; a mean
+  whose kept and reduced element counts are both dynamic; a transpose_conv with computed weights;
+- max pool and pad whose parameters differ between input and output.
 
 A fused activation that clamps more than the int8 range becomes an int8 Clip to LiteRT's integer
 range after the op: exact, it clamps the same integers LiteRT clamps.
@@ -39,8 +53,8 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType
-from . import qdq, space_batch
-from .builder import Builder, activation_of, activation_range, base_name, qtype, same_params
+from . import qdq, space_batch, tables
+from .builder import Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params
 
 
 def _result_name(op: Operation) -> str | None:
@@ -72,6 +86,58 @@ def conv(b: Builder, op: Operation) -> None:
     attrs = {k: op.attr(k) for k in ("strides", "pads", "dilations", "group", "auto_pad") if op.attr(k) is not None}
     q = b.emit(nn.QLINEAR_CONV, inputs, op.results[0].type, name=_result_name(op), label=op.label, like=op, **attrs)
     finish(b, op, q)
+
+
+def transpose_conv(b: Builder, op: Operation) -> None:
+    """TRANSPOSE_CONV as QLinearConv (ONNX Runtime has no QLinearConvTranspose): a stride-s transposed
+    conv is a stride-1 conv over the input with s − 1 zero-point rows and columns after every pixel
+    (Unsqueeze, Pad, Reshape on int8), padded by k − 1 − pad (a negative pad crops), with the kernel
+    flipped in H and W. ONNX Runtime's requantization: within a step of LiteRT's."""
+    x, w, *bias = op.operands
+    r = op.results[0]
+    label, name = op.label or base_name(r), base_name(r)
+    ints = constant_array(b.value(w))
+    shape = x.type.shape
+    if ints is None or shape is None:
+        return qdq.CONVERT[qnn.TRANSPOSE_CONV](b, op)
+    strides, adjust = [int(s) for s in op.attr("strides")], [int(a) for a in op.attr("adjust")]
+    kernel = ints.shape[2:]
+    begin = [max(-a, 0) // 2 for a in adjust]    # the crop qdq.transpose_conv writes as ConvTranspose pads
+    q, zp = b.value(x), float(qtype(x.type).zero_point)
+    if any(s > 1 for s in strides):
+        (sh, sw), (n, c, h, wd) = strides, shape
+        spread_t = x.type.clone(shape=(n, c, h, 1, wd, 1))
+        q = b.emit(nn.UNSQUEEZE, [q], spread_t, name=f"{name}_spread", label=f"{label}/spread", like=op, axes=(3, 5))
+        padded_t = x.type.clone(shape=(n, c, h, sh, wd, sw))
+        q = b.emit(nn.PAD, [q], padded_t, name=f"{name}_zeros", label=f"{label}/zeros", like=op,
+                   pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1), constant_value=zp)
+        stretched = (n, c, None if h is None else h * sh, None if wd is None else wd * sw)
+        stretched_t = x.type.clone(shape=stretched)
+        if sum(d is None for d in stretched) <= 1:
+            q = b.emit(nn.RESHAPE, [q], stretched_t, name=f"{name}_stretched", label=f"{label}/stretch", like=op,
+                       shape=tuple(-1 if d is None else d for d in stretched))
+        else:   # several dynamic dims: the target is x's shape times the strides, read at run time
+            dims = b.emit(nn.SHAPE, [b.value(x)], TensorType((4,), IntegerType(64)), name=f"{name}_dims",
+                          label=f"{label}/dims", like=op)
+            target = b.emit(nn.MUL, [dims, b.const(np.asarray([1, 1, sh, sw], np.int64), f"{name}_strides")],
+                            dims.type, name=f"{name}_target", label=f"{label}/target", like=op)
+            q = b.emit(nn.DYNAMIC_RESHAPE, [q, target], stretched_t, name=f"{name}_stretched",
+                       label=f"{label}/stretch", like=op, dims=tuple(-1 if d is None else d for d in stretched))
+        shape = stretched
+    # conv pads around the stretched input (s·in long, s − 1 past the last pixel): k − 1 − begin before,
+    # k + adjust + begin − s after, so the conv yields exactly the op's output rows
+    before = [k - 1 - p for k, p in zip(kernel, begin)]
+    after = [k + a + p - s for k, a, p, s in zip(kernel, adjust, begin, strides)]
+    if any(before) or any(after):
+        out_hw = tuple(None if d is None else d + p0 + p1 for d, p0, p1 in zip(shape[2:], before, after))
+        q = b.emit(nn.PAD, [q], x.type.clone(shape=(*shape[:2], *out_hw)), name=f"{name}_padded",
+                   label=f"{label}/pad", like=op, pads=(0, 0, *before, 0, 0, *after), constant_value=zp)
+    flipped = b.stored_constant(ints[:, :, ::-1, ::-1], w.type, f"{w.name_hint or name + '_w'}_flipped")
+    inputs = [q, b.scale(x), b.zero_point(x), flipped, b.scale(w), b.zero_point(w), *_out_params(b, op),
+              *(b.value(v) for v in bias)]
+    y = b.emit(nn.QLINEAR_CONV, inputs, r.type, name=_result_name(op), label=label, like=op, strides=(1, 1),
+               pads=(0, 0, 0, 0), dilations=(1, 1), group=1)
+    finish(b, op, y)
 
 
 def fully_connected(b: Builder, op: Operation) -> None:
@@ -143,7 +209,7 @@ def max_pool(b: Builder, op: Operation) -> None:
 
 def mean(b: Builder, op: Operation) -> None:
     if not qdq.is_global_mean(op):
-        return qdq.CONVERT[qnn.MEAN](b, op)
+        return mean_as_pool(b, op)
     x, r = op.operands[0], op.results[0]
     keep = bool(op.attr("keepdims"))
     pooled_t = r.type if keep else r.type.clone(shape=(*r.type.shape, 1, 1))
@@ -153,6 +219,61 @@ def mean(b: Builder, op: Operation) -> None:
         q = b.emit(nn.SQUEEZE, [q], r.type, name=r.name_hint, label=f"{op.label or base_name(r)}/squeeze", like=op,
                    axes=(2, 3))
     b.define(r, q)
+
+
+def mean_as_pool(b: Builder, op: Operation) -> None:
+    """MEAN over any axes as QLinearGlobalAveragePool: the int8 input transposed so that the reduced
+    axes come last, reshaped to (1, kept, reduced, 1), pooled over its H, W and reshaped to the result.
+    ONNX Runtime's rounding (a float multiplier, ties to even), within a step of LiteRT's."""
+    x, r = op.operands[0], op.results[0]
+    shape, label, name = x.type.shape, op.label or base_name(r), base_name(r)
+    if shape is None:
+        raise UnsupportedOpError(f"{op.describe()}: MEAN needs a ranked input for the QOperator export")
+    n = len(shape)
+    axes = sorted({int(a) % n for a in op.attr("axes")})
+    kept = [i for i in range(n) if i not in axes]
+    rows, cols = _product(shape[i] for i in kept), _product(shape[i] for i in axes)
+    if rows is None and cols is None:
+        return qdq.CONVERT[qnn.MEAN](b, op)   # both products dynamic: one Reshape cannot say either
+    q = b.value(x)
+    if kept + axes != list(range(n)):
+        perm = tuple(kept + axes)
+        q = b.emit(nn.TRANSPOSE, [q], x.type.clone(shape=tuple(shape[i] for i in perm)), name=f"{name}_reduced_last",
+                   label=f"{label}/transpose", like=op, perm=perm)
+    grid_t = x.type.clone(shape=(1, rows, cols, 1))
+    q = b.emit(nn.RESHAPE, [q], grid_t, name=f"{name}_grid", label=f"{label}/grid", like=op,
+               shape=(1, -1 if rows is None else rows, -1 if rows is not None else cols, 1))
+    pooled = b.contrib("QLinearGlobalAveragePool", [q, b.scale(x), b.zero_point(x), *_out_params(b, op)], op,
+                       result_type=r.type.clone(shape=(1, rows, 1, 1)), name=f"{name}_pooled", channels_last=0)
+    out = r.type.shape
+    if sum(d is None for d in out) <= 1:
+        y = b.emit(nn.RESHAPE, [pooled], r.type, name=r.name_hint, label=f"{label}/result", like=op,
+                   shape=tuple(-1 if d is None else d for d in out))
+    else:   # several dynamic dims: the target is x's kept dims (1 for the reduced ones), read at run time
+        dims = b.emit(nn.SHAPE, [b.value(x)], TensorType((n,), IntegerType(64)), name=f"{name}_dims",
+                      label=f"{label}/dims", like=op)
+        if op.attr("keepdims"):
+            keep = np.asarray([0 if i in axes else 1 for i in range(n)], np.int64)
+            dims = b.emit(nn.MUL, [dims, b.const(keep, f"{name}_keep")], dims.type, name=f"{name}_kept",
+                          label=f"{label}/kept", like=op)
+            target = b.emit(nn.ADD, [dims, b.const(1 - keep, f"{name}_ones")], dims.type, name=f"{name}_target",
+                            label=f"{label}/target", like=op)
+        else:
+            target = b.emit(nn.GATHER, [dims, b.const(np.asarray(kept, np.int64), f"{name}_kept_axes")],
+                            TensorType((len(kept),), IntegerType(64)), name=f"{name}_target",
+                            label=f"{label}/target", like=op, axis=0)
+        y = b.emit(nn.DYNAMIC_RESHAPE, [pooled, target], r.type, name=r.name_hint, label=f"{label}/result", like=op,
+                   dims=tuple(-1 if d is None else d for d in out))
+    b.define(r, y)
+
+
+def _product(dims) -> int | None:
+    out = 1
+    for d in dims:
+        if d is None:
+            return None
+        out *= int(d)
+    return out
 
 
 def concat(b: Builder, op: Operation) -> None:
@@ -191,7 +312,7 @@ def clamp(b: Builder, op: Operation) -> None:
     x, r = op.operands[0], op.results[0]
     act = activation_of(op)
     if act == "none" or not same_params(x.type, r.type):
-        return qdq.CONVERT[qnn.CLAMP](b, op)
+        return tables.lookup(b, op)
     q = qtype(r.type)
     lo, hi = fused_activation_range(act, np.float32(q.scale), int(q.zero_point), q.storage_min, q.storage_max)
     b.define(r, b.emit(nn.CLIP, [b.value(x)], r.type, name=r.name_hint, label=op.label, like=op,
@@ -213,9 +334,11 @@ def _fmt(shape) -> str:
 
 
 CONVERT = {
-    **qdq.CONVERT,    # sub, tanh, hard_swish, resize_bilinear, requantize: DQ → float op → Q
+    **qdq.CONVERT,    # resize_bilinear, ...: DQ → float op → Q
+    **tables.qoperator_table(),   # elementwise ops (tanh, hard_swish, gelu, rsqrt, requantize, sub, ...): a table
     qnn.CONV: conv,
     qnn.FULLY_CONNECTED: fully_connected,
+    qnn.TRANSPOSE_CONV: transpose_conv,
     qnn.ADD: _binary("QLinearAdd"),
     qnn.MUL: _binary("QLinearMul"),
     qnn.AVERAGE_POOL: average_pool,
@@ -226,7 +349,6 @@ CONVERT = {
     qnn.RESIZE_NEAREST: resize_nearest,
     qnn.SOFTMAX: softmax,
     qnn.LOGISTIC: _unary("QLinearSigmoid"),
-    qnn.LEAKY_RELU: _unary("QLinearLeakyRelu", alpha=lambda op: float(op.attr("alpha"))),
     qnn.CLAMP: clamp,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QOPERATOR,   # the same moves on int8 (space_batch.py)

@@ -1,0 +1,179 @@
+"""Elementwise qnn ops as lookup tables on the stored integers (the QOperator export).
+
+ONNX Runtime has no int8 kernel for TANH, HARD_SWISH, GELU, RSQRT, a rescaling QUANTIZE or SUB,
+so the QOperator export used to write them DequantizeLinear → float op → QuantizeLinear, one
+QuantizeLinear per such op. But an elementwise int8 op with fixed parameters is a function of
+its input's stored integer alone (256 values), and an elementwise binary op one of the pair
+(256 × 256 values). So the export runs quantir's own integer kernel once on every possible
+input and writes the results as a table that ``Gather`` reads:
+
+=====================  =========================================================================
+op kind                ONNX on the stored integers
+=====================  =========================================================================
+one int8 input         ``Gather(table[256], Cast(x, int32))``
+two int8 inputs        ``Gather(table[65536], Cast(a, int32)·256 + Cast(b, int32))`` (Mul and
+                       Add broadcast the two index tensors as the op broadcasts its operands)
+=====================  =========================================================================
+
+The table is laid out by the stored value modulo 256 (modulo 65536 for a pair), so an int8
+value indexes it directly: ``Gather`` reads a negative index from the end (index -1 is entry
+255, the int8 value -1), and the pair index ``a·256 + b`` of two int8 values spans exactly
+65536 consecutive integers, each its own entry modulo 65536. uint8 storage (``activations=
+"uint8"``) indexes 0..255 the same way. No offset Add is needed.
+
+The tables hold exactly the integers quantir's interpreter computes, hence LiteRT's
+``BUILTIN_REF``'s: the export is bit-exact for these ops, where ONNX Runtime's own int8 kernels
+are within a step.
+
+Which ops qualify is read from their declarations, not listed here: a declared op with
+quantized operands and result whose QDQ form (``QuantOp.qdq_ops``) is elementwise float ops
+(``SPLAT_ELEMENTWISE``). QUANTIZE (``qnn.requantize``) and the standalone clamp write no float op
+in QDQ, a rescale and a clamp, and are elementwise by definition.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...errors import UnsupportedOpError
+from ...ir import Block, Operation, Value
+from ...ir.dialects import nn, qnn
+from ...ir.opdef import OpDef
+from ...runtime.interpreter import kernel_for
+from ...runtime.kernels.elementwise import SPLAT_ELEMENTWISE
+from ...types import IntegerType, TensorType, UniformQuantizedType
+from .builder import Builder, base_name, qtype
+
+__all__ = ["is_unary_elementwise", "is_binary_elementwise", "unary_table", "pair_table", "lookup", "pair_lookup",
+           "qoperator_table"]
+
+# elementwise by definition, with no float op in their QDQ form
+_RESCALES = (qnn.REQUANTIZE, qnn.CLAMP)
+
+
+def _declaration(opdef: OpDef):
+    from ...quantize.ops.registry import DECLARATIONS
+    return DECLARATIONS.get(opdef)
+
+
+def _elementwise(opdef: OpDef, arity: int) -> bool:
+    d = _declaration(opdef)
+    if d is None or not d.output_quantized or not opdef.name.startswith("qnn.") or len(opdef.operands) != arity:
+        return False
+    if opdef in _RESCALES:
+        return True
+    return bool(d.qdq_ops) and all(o in SPLAT_ELEMENTWISE for o in d.qdq_ops)
+
+
+def is_unary_elementwise(opdef: OpDef) -> bool:
+    """A qnn op whose every result element is a function of the same element of its one int8 input."""
+    return _elementwise(opdef, 1)
+
+
+def is_binary_elementwise(opdef: OpDef) -> bool:
+    """A qnn op whose every result element is a function of the (broadcast) elements of its two inputs."""
+    return _elementwise(opdef, 2)
+
+
+# -- the tables -----------------------------------------------------------------------------------
+
+def _as_int8(t: TensorType) -> tuple[UniformQuantizedType, int]:
+    """The int8 form of a per-tensor 8-bit type and the offset of its storage (128 for uint8)."""
+    q = qtype(t)
+    if not isinstance(q, UniformQuantizedType) or not isinstance(q.storage_type, IntegerType) \
+            or q.storage_type.width != 8:
+        raise UnsupportedOpError(f"a lookup table needs 8-bit per-tensor quantized operands, got {t}")
+    if q.is_signed:
+        return q, 0
+    signed = dataclasses.replace(q, is_signed=True, zero_point=int(q.zero_point) - 128,
+                                 storage_min=q.storage_min - 128, storage_max=q.storage_max - 128)
+    return signed, 128
+
+
+def _probe(op: Operation, shapes: list[tuple[int, ...]]) -> tuple[Operation, list[int], int]:
+    """A copy of ``op`` on int8 operands of ``shapes`` (the kernel's view), and the storage offsets
+    of its operands and result."""
+    ins = [_as_int8(v.type) for v in op.operands]
+    out, out_offset = _as_int8(op.results[0].type)
+    args = Block([TensorType(s, q) for s, (q, _) in zip(shapes, ins)]).arguments
+    result = TensorType(tuple(np.broadcast_shapes(*shapes)), out)
+    return Operation(op.opdef, list(args), [result], dict(op.attributes), op.loc, op.label), \
+        [o for _, o in ins], out_offset
+
+
+def _run(op: Operation, probe: Operation, arrays: list[np.ndarray]) -> np.ndarray:
+    kernel = kernel_for(op.opdef)
+    if kernel is None:
+        raise UnsupportedOpError(f"{op.describe()}: no integer kernel to build its lookup table from")
+    return np.asarray(kernel(probe, *arrays)).astype(np.int16)
+
+
+def unary_table(op: Operation) -> np.ndarray:
+    """``op``'s result for each stored input value s, at index ``s mod 256``, in the result's storage."""
+    probe, (offset,), out_offset = _probe(op, [(256,)])
+    stored = np.arange(256, dtype=np.int16) - 128 + offset       # every stored input value
+    y = _run(op, probe, [(stored - offset).astype(np.int8)]) + out_offset
+    table = np.empty(256, np.int16)
+    table[stored % 256] = y
+    return table.astype(np.int8 if out_offset == 0 else np.uint8)
+
+
+def pair_table(op: Operation) -> np.ndarray:
+    """``op``'s result for each pair of stored input values (a, b), at index ``(a·256 + b) mod 65536``."""
+    probe, (oa, ob), out_offset = _probe(op, [(256, 1), (1, 256)])
+    a = np.arange(256, dtype=np.int32) - 128 + oa
+    b = np.arange(256, dtype=np.int32) - 128 + ob
+    y = _run(op, probe, [(a - oa).astype(np.int8).reshape(256, 1), (b - ob).astype(np.int8).reshape(1, 256)])
+    table = np.empty(65536, np.int16)
+    table[(a[:, None] * 256 + b[None, :]) % 65536] = y + out_offset
+    return table.astype(np.int8 if out_offset == 0 else np.uint8)
+
+
+# -- the converters ---------------------------------------------------------------------------------
+
+def _index(b: Builder, v: Value, op: Operation, suffix: str) -> Value:
+    """The stored integers of ``v`` as int32 indices (Gather takes no 8-bit index)."""
+    t = v.type.clone(element_type=IntegerType(32))
+    return b.emit(nn.CAST, [b.value(v)], t, name=f"{base_name(v)}_i32{suffix}",
+                  label=f"{op.label or base_name(op.results[0])}/index{suffix}", like=op, to=IntegerType(32))
+
+
+def _gather(b: Builder, op: Operation, table: np.ndarray, index: Value) -> None:
+    r = op.results[0]
+    name = base_name(r)
+    t = b.stored_constant(table, TensorType(table.shape, qtype(r.type)), f"{name}_table")
+    b.define(r, b.emit(nn.GATHER, [t, index], r.type, name=r.name_hint, label=f"{op.label or name}/lookup",
+                       like=op, axis=0))
+
+
+def lookup(b: Builder, op: Operation) -> None:
+    """A unary elementwise qnn op as ``Gather(table, Cast(x, int32))``."""
+    _gather(b, op, unary_table(op), _index(b, op.operands[0], op, ""))
+
+
+def pair_lookup(b: Builder, op: Operation) -> None:
+    """A binary elementwise qnn op as ``Gather(table, Cast(a)·256 + Cast(b))`` (broadcasting)."""
+    lhs, rhs = op.operands
+    r = op.results[0]
+    name, label = base_name(r), op.label or base_name(r)
+    ia, ib = _index(b, lhs, op, "_a"), _index(b, rhs, op, "_b")
+    i32 = r.type.clone(element_type=IntegerType(32))
+    row = b.emit(nn.MUL, [ia, b.const(np.asarray(256, np.int32), f"{name}_row")], ia.type, name=f"{name}_row",
+                 label=f"{label}/row", like=op)
+    index = b.emit(nn.ADD, [row, ib], i32, name=f"{name}_index", label=f"{label}/index", like=op)
+    _gather(b, op, pair_table(op), index)
+
+
+def qoperator_table() -> dict[OpDef, object]:
+    """Every declared elementwise qnn op with its lookup converter (``qoperator.CONVERT`` lets the
+    ops with a fast ONNX Runtime int8 kernel override this)."""
+    from ...quantize import ops   # noqa: F401  (the declarations register on import)
+    from ...quantize.ops.registry import DECLARATIONS
+    out: dict[OpDef, object] = {}
+    for opdef in DECLARATIONS:
+        if is_unary_elementwise(opdef):
+            out[opdef] = lookup
+        elif is_binary_elementwise(opdef):
+            out[opdef] = pair_lookup
+    return out
