@@ -33,7 +33,7 @@ from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.naming import integer_name
 from .quantize.ops import EXPANSIONS
-from .quantize.patterns import Annotation, annotate
+from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.solver import ActParams, solve
 from .report.layers import LayerError, compare
 from .rewrite import RewriteStats
@@ -151,7 +151,10 @@ class Result:
             "rewritten": self.rewritten(),
             "not_rewritten": {rule: reason for (rule, _), reason in self.rewrites.refused.items()},
             "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": self._left_float_reason(op, why)}
-                           for op, why in self.annotation.float_ops],
+                           for op, why in self.annotation.float_ops if not is_integer_computation(op)],
+            # shape arithmetic on i64 (and other integer ops): exact as it is, not a float island
+            "integer_ops": [{"op": op.label or op.name, "kind": op.name}
+                            for op, _ in self.annotation.float_ops if is_integer_computation(op)],
             "quantize_ops": q, "dequantize_ops": d,
             "spec_check": {"checked": report.checked, "violations": [str(v) for v in report.violations]},
             "worst_layers": [e.as_dict() for e in layers[:worst]],
@@ -169,6 +172,11 @@ class Result:
         if s["rewritten"]:
             lines.append("rewritten before calibration (each interior value observed):")
             lines += [f"  {n:<14} {k} ({_rewrite_doc(k)})" for k, n in sorted(s["rewritten"].items())]
+        if s["integer_ops"]:
+            kinds = Counter(f["kind"] for f in s["integer_ops"])
+            lines.append(f"integer shape ops kept as they are: {len(s['integer_ops'])} ("
+                         + ", ".join(f"{k} {n}" for k, n in kinds.most_common()) + "; exact integer arithmetic "
+                         "on shapes or integer inputs, never quantized)")
         lines.append(f"left float: {len(s['left_float'])}")
         lines += [f"  {f['op']} ({f['kind']}): {f['reason']}" for f in s["left_float"]]
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")

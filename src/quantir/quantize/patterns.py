@@ -32,6 +32,20 @@ def _integer_result(ops: Sequence[Operation]) -> str | None:
     return _not_float([r for o in ops for r in o.results], "result")
 
 
+SHAPE_READERS = (nn.SHAPE, nn.SIZE)   # read a tensor's shape, never its values
+
+
+def is_integer_computation(op: Operation) -> bool:
+    """An op left as it is because it computes integers (shape arithmetic: Shape, Gather, Concat,
+    Unsqueeze... on i64), not a float island: every result is an integer or bool tensor, and it
+    reads integers or only a tensor's shape. An op reading float values (ArgMax, a Cast of data to
+    int) is not one: it stays float."""
+    def integer(v: Value) -> bool:
+        return _not_float([v], "") is not None
+    return bool(op.results) and all(integer(r) for r in op.results) and \
+        (op.opdef in SHAPE_READERS or all(integer(v) for v in op.operands))
+
+
 # Float ops quantir keeps float on purpose, and why (the report shows it instead of "no pattern").
 KEPT_FLOAT = {
     nn.LSTM: ("LSTM: LiteRT has no integer BIDIRECTIONAL_SEQUENCE_LSTM (float, or hybrid with float "
