@@ -19,8 +19,9 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
   takes many minutes on a detector's ~700 tensors); both in this process, one run each
   (indicative on a shared machine: bench/quantize_vs_ort.py times fresh processes);
 * ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
-  best of its QDQ exports with int8 and uint8 activation storage, both reported) and ORT's
-  quantize_static model, median of interleaved rounds.
+  best of its QDQ exports with int8 and uint8 activation storage) and ORT's quantize_static model
+  (the best of its QInt8 and QUInt8 activation forms; all four are in the JSON), median of
+  interleaved rounds.
 
 Writes bench/results/real_models.json and prints a table.
 
@@ -69,7 +70,8 @@ def batches(kind: str, x: np.ndarray, size: int = 8) -> list[np.ndarray]:
     return [x[i:i + step] for i in range(0, len(x), step)]
 
 
-def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], method: str) -> float:
+def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], method: str,
+                 activations: str = "int8") -> float:
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -87,7 +89,8 @@ def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], met
     t = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):   # its histogram chatter
         quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        activation_type=QuantType.QUInt8 if activations == "uint8" else QuantType.QInt8,
+                        weight_type=QuantType.QInt8,
                         calibrate_method=getattr(CalibrationMethod, ORT_METHODS[method]))
     return time.perf_counter() - t
 
@@ -136,9 +139,16 @@ def measure(model, args, work: Path) -> dict:
         row["ort_quantize_seconds"] = ort_quantize(model.path, ort_path, feed, calib, args.ort_method)
         ort_session = session(ort_path)
         row["ort_accuracy"] = score([ort_session.run(None, {feed: b}) for b in evaluate])
-        paths["ort_int8"] = ort_path
+        paths["ort_qdq_int8"] = ort_path
     except Exception as e:  # noqa: BLE001  a row, not a crash
         row["ort_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    ort_u8 = work / f"{model.name}.ort.qdq.u8.onnx"   # ORT's recommended x86 form, for latency only
+    try:
+        ort_quantize(model.path, ort_u8, feed, calib, args.ort_method, activations="uint8")
+        session(ort_u8).run(None, {feed: evaluate[0]})
+        paths["ort_qdq_uint8"] = ort_u8
+    except Exception as e:  # noqa: BLE001
+        row["ort_uint8_error"] = f"{type(e).__name__}: {str(e)[:300]}"
 
     qdq = work / f"{model.name}.qdq.onnx"
     try:
@@ -200,8 +210,11 @@ def finish(row: dict, paths: dict, evaluate: list, feed: str, args) -> dict:
         best = min(ours, key=ours.get)
         row["quantir_int8_best"] = best
         row["quantir_int8_latency_ratio"] = ours[best] / ms["fp32"]
-    if "ort_int8" in ms:
-        row["ort_int8_latency_ratio"] = ms["ort_int8"] / ms["fp32"]
+    theirs = {k: v for k, v in ms.items() if k.startswith("ort_qdq")}
+    if theirs:
+        best = min(theirs, key=theirs.get)
+        row["ort_int8_best"] = best
+        row["ort_int8_latency_ratio"] = theirs[best] / ms["fp32"]
     return row
 
 
