@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
+from quantir.quantize.params import hessian_rounded, input_gram, region_weights
 from quantir.runtime import run
 
 RNG = np.random.default_rng(0)
@@ -91,3 +92,96 @@ def test_add_of_a_per_position_constant_stays_an_add(tmp_path):
     path = _conv_add_graph(tmp_path, add_shape=(1, 6, 6, 7), relu=False)
     r = qr.quantize(path, {"x": x}, qr.Config(progress=False))
     assert [op.name for op in r.module.main.ops if op.name.startswith("qnn.")] == ["qnn.conv", "qnn.add", "qnn.conv"]
+
+
+# -- weight_rounding="hessian" ------------------------------------------------------------------------
+
+def _conv_model(tmp_path, group: int, stride: int = 1, name: str = "c.onnx") -> str:
+    """Conv(8→8, 3x3, pads 1, ``group``, ``stride``) with bias → Relu → Conv 1x1 (8→4): correlated
+    inputs (a smooth image), where rounding weights together pays."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.normal(size=(8, 8 // group, 3, 3)).astype(np.float32) * 0.2, "w"),
+             numpy_helper.from_array(rng.normal(size=(8,)).astype(np.float32) * 0.1, "b"),
+             numpy_helper.from_array(rng.normal(size=(4, 8, 1, 1)).astype(np.float32) * 0.3, "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["h"], pads=[1, 1, 1, 1], group=group,
+                              strides=[stride, stride]),
+             helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 10, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = str(tmp_path / name)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _smooth(n: int, seed: int) -> np.ndarray:
+    """Images whose neighbouring pixels and channels are correlated (as feature maps are)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, 1, 10, 12)) + 0.3 * rng.normal(size=(n, 8, 10, 12))
+    k = np.ones(3) / 3
+    for axis in (2, 3):
+        base = np.apply_along_axis(lambda v: np.convolve(v, k, mode="same"), axis, base)
+    return (base * 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("group,stride", [(1, 1), (8, 1), (2, 2)])
+def test_input_gram_is_the_conv_output_energy(tmp_path, group, stride):
+    """wᵀ G w per output channel equals Σ y_c² of ONNX Runtime's conv (no bias): the patches are the
+    ones each output multiplies, in region_weights' order."""
+    path = _conv_model(tmp_path, group, stride)
+    x = _smooth(16, 0)
+    r = qr.quantize(path, {"x": x}, qr.Config(progress=False))
+    region = next(rg for rg in r.annotation.regions if rg.match.consts["w"].shape == (8, 8 // group, 3, 3))
+    gram = input_gram(region, x)
+    w, _ = region_weights(region)
+    assert gram.shape == (group, 72 // group, 72 // group)
+    m = onnx.load(path)
+    conv = helper.make_graph([m.graph.node[0]], "c", m.graph.input, [helper.make_tensor_value_info("h", 1, None)],
+                             [i for i in m.graph.initializer if i.name == "w"])
+    del conv.node[0].input[2]
+    y = ort.InferenceSession(helper.make_model(conv, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+                             providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    rows = 8 // group
+    flat = w.reshape(8, -1).astype(np.float64)
+    energy = [flat[c] @ gram[c // rows] @ flat[c] for c in range(8)]
+    np.testing.assert_allclose(energy, (y.astype(np.float64) ** 2).sum(axis=(0, 2, 3)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_hessian_rounding_moves_the_output_less_than_nearest(tmp_path, group):
+    """On the calibration inputs and on new inputs alike, ||(W - Ŵ) p|| is smaller than with nearest
+    rounding, at the same scales."""
+    path = _conv_model(tmp_path, group)
+    calib, fresh = _smooth(32, 0), _smooth(32, 1)
+    r = qr.quantize(path, {"x": calib}, qr.Config(progress=False))
+    region = next(rg for rg in r.annotation.regions if rg.match.consts["w"].shape == (8, 8 // group, 3, 3))
+    w, _ = region_weights(region)
+    scale = np.abs(w.reshape(8, -1)).max(axis=1) / 127.0
+    nearest = np.clip(np.rint(w / scale[:, None, None, None]), -127, 127)
+    ints = hessian_rounded(w, scale, input_gram(region, calib))
+    assert ints.dtype == np.int8 and ints.shape == w.shape and np.abs(ints).max() <= 127
+    hessian = ints.astype(np.float64)
+    rows = 8 // group
+
+    def error(q, x):
+        g = input_gram(region, x)
+        d = (q * scale[:, None, None, None] - w).reshape(8, -1)
+        return sum(d[c] @ g[c // rows] @ d[c] for c in range(8))
+    assert error(hessian, calib) < 0.8 * error(nearest, calib)
+    assert error(hessian, fresh) < 0.9 * error(nearest, fresh)
+
+
+def test_weight_rounding_hessian_end_to_end(tmp_path):
+    """The option changes which integers the weights get, not their scales, and the quantized model
+    is closer to float on inputs it was not calibrated on."""
+    path = _conv_model(tmp_path, 1)
+    calib, fresh = _smooth(64, 0), _smooth(64, 1)
+    ref = _ort(path, fresh)
+    results = {m: qr.quantize(path, {"x": calib}, qr.Config(progress=False, weight_rounding=m))
+               for m in ("nearest", "hessian")}
+    scales = {m: [p.scale for v, p in r.params.items() if hasattr(p, "bias")] for m, r in results.items()}
+    for a, b in zip(scales["nearest"], scales["hessian"]):
+        np.testing.assert_array_equal(a, b)
+    errors = {m: float(np.mean((run(r.module, {"x": fresh})["y"] - ref) ** 2)) for m, r in results.items()}
+    assert errors["hessian"] < errors["nearest"], errors
+    with pytest.raises(ValueError, match="weight_rounding"):
+        qr.Config(weight_rounding="stochastic")

@@ -10,6 +10,8 @@ from .methods import MethodOptions, options_for
 
 Engine = Literal["ort", "interpreter"]
 BiasCorrection = Literal["off", "weights", "empirical"]
+WeightRounding = Literal["nearest", "hessian"]
+LayerNormForm = Literal["rsqrt", "l2"]
 Target = Literal["litert", "onnxruntime"]
 TARGETS = ("litert", "onnxruntime")
 
@@ -39,6 +41,15 @@ class Config:
     calibration method"), it has the smallest mean loss in quantir's interpreter (LiteRT's
     reference kernels) and in ONNX Runtime on the QDQ export, the runtimes of the two targets.
 
+    ``weight_rounding``: ``"nearest"`` rounds each int8 weight to its nearest step; ``"hessian"``
+    rounds a conv's or FC's weights together so that its *output* on the kept calibration samples
+    moves least (GPTQ; ``quantize.params``), same scales, one extra float pass over those samples.
+
+    ``layer_norm``: the LiteRT int8 ops a LayerNorm over the last axis becomes (``quantize.ops.
+    normalization``): ``"rsqrt"`` MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL; ``"l2"`` MEAN, SUB,
+    L2_NORMALIZATION and one MUL, which keeps rows whose variances differ by 100x or more (the
+    residual streams of PP-OCR's SVTR blocks) where the int8 variance would round the small ones away.
+
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
@@ -57,6 +68,8 @@ class Config:
     bias_correction: BiasCorrection = "weights"   # off | weights | empirical (see above)
     callback: Callable[[Any], Any] | None = None  # CalibrationInfo -> Range per region output; None: `method`
     target: Target = "litert"                 # litert | onnxruntime: whose integer arithmetic quantir evaluates
+    weight_rounding: WeightRounding = "nearest"   # nearest | hessian (see above)
+    layer_norm: LayerNormForm = "rsqrt"       # rsqrt | l2: the LiteRT ops a LayerNorm becomes (see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -73,6 +86,10 @@ class Config:
         if self.target not in TARGETS:
             raise ValueError(f"target must be 'litert' or 'onnxruntime' (the runtime the integer model is for), "
                              f"got {self.target!r}")
+        if self.layer_norm not in ("rsqrt", "l2"):
+            raise ValueError(f"layer_norm must be 'rsqrt' or 'l2', got {self.layer_norm!r}")
+        if self.weight_rounding not in ("nearest", "hessian"):
+            raise ValueError(f"weight_rounding must be 'nearest' or 'hessian', got {self.weight_rounding!r}")
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 

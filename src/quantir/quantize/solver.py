@@ -52,8 +52,8 @@ from .calibrate import CalibrationInfo, Statistics, default_callback
 from .config import Config
 from .methods import Range
 from .params import (ActParams, Params, WeightParams, corrected, dequantized,  # noqa: F401
-                     expected_taps, mean_output, quantized_weights, region_weights, weight_error_output,
-                     weight_params)
+                     expected_taps, hessian_applies, hessian_rounded, input_gram, mean_output, quantized_weights,
+                     region_weights, weight_error_output, weight_params)
 from .regions import Annotation, Region, constant_array, weighted_input
 from .rules import Kind
 from .trace import IntegerTrace
@@ -111,6 +111,14 @@ class _Solver:
                 for v in region.inputs[1:]:
                     uf.union(id(v), id(region.inputs[0]))
         self.root = {k: uf.find(k) for k in self.values}
+        # a value read only by ops of one kind that tell apart part of its range (hard-swish)
+        owner = {id(op): r.pattern.op for r in annotation.regions for op in r.ops}
+        self.input_ranges: dict[int, Callable] = {}
+        for k, v in self.values.items():
+            decls = {owner.get(id(op)) for op, _ in v.uses}
+            decl = decls.pop() if len(decls) == 1 else None
+            if decl is not None and decl.solver.input_range is not None:
+                self.input_ranges[k] = decl.solver.input_range
         self.members: dict[int, list[int]] = {}
         for k, root in self.root.items():
             self.members.setdefault(root, []).append(k)
@@ -124,6 +132,7 @@ class _Solver:
             for v in region.inputs if finest is not None else ():
                 root = self.root[id(v)]
                 self.floors[root] = max(finest, self.floors.get(root, 0.0))
+        self._grams: dict[int, np.ndarray] | None = None   # id(region) -> input_gram
         self.trace = None
         if statistics.kept and statistics.make_engine is not None:
             self.trace = IntegerTrace(fn, annotation, _Decided(self), config, statistics.kept, statistics.make_engine)
@@ -188,6 +197,8 @@ class _Solver:
             rules = region.pattern.op.solver
             if rules.output_range is not None:   # what the kernel's Prepare refuses, widened (HARD_SWISH)
                 lo, hi = rules.output_range(lo, hi, self.act_params(region.inputs[0]).scale)
+            if id(region.output) in self.input_ranges:
+                lo, hi = self.input_ranges[id(region.output)](lo, hi)
             self.ranges[id(region.output)] = (lo, hi)
             scales = [self.act_params(v).scale for v in region.inputs if constant_array(v) is None]
             floor = rules.finest_output_scale(scales) if rules.finest_output_scale is not None and scales else None
@@ -197,12 +208,32 @@ class _Solver:
                 root = self.root[id(region.output)]
                 self.floors[root] = max(floor, self.floors.get(root, 0.0))
 
+    def grams(self) -> dict[int, np.ndarray]:
+        """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples:
+        one pass of the float function over them, the first time a region asks."""
+        if self._grams is None:
+            regions = [r for r in self.annotation.regions if hessian_applies(r)]
+            self._grams = {}
+            if regions and self.statistics.kept and self.statistics.make_engine is not None:
+                names = sorted({weighted_input(r).name_hint for r in regions})
+                engine = self.statistics.make_engine(self.fn, names, self.config.engine)
+                for batch in self.statistics.kept:
+                    out = engine.run(batch)
+                    for r in regions:
+                        g = input_gram(r, out[weighted_input(r).name_hint])
+                        self._grams[id(r)] = g + self._grams.get(id(r), 0.0)
+        return self._grams
+
     def region_weight_params(self, region: Region, x: Value, s_in: float) -> WeightParams:
         w, b = region_weights(region)
         per_channel = self.config.per_channel
         plain = weight_params(w, b, s_in, per_channel)
+        shared = region.match.values["w"] in self.shared
+        if self.config.weight_rounding == "hessian" and not shared and id(region) in self.grams():
+            q = hessian_rounded(w, plain.scale, self.grams()[id(region)])
+            plain = WeightParams(plain.scale, plain.bias, None, q)
         mode = self.config.bias_correction
-        if mode == "off" or x not in self.statistics.means or region.match.values["w"] in self.shared:
+        if mode == "off" or x not in self.statistics.means or shared:
             return plain
         q = quantized_weights(w, plain)
         if mode == "empirical" and self.trace is not None and x in self.statistics.kept_means:
@@ -227,7 +258,9 @@ class _Solver:
             s_final = out[weighted_input(region)].scale
             if s_final != s_in:   # a same-scale class widened the input after this region
                 w, b = region_weights(region)
-                wp = weight_params(w, b, s_final, self.config.per_channel, wp.correction)
+                again = weight_params(w, b, s_final, self.config.per_channel, wp.correction)
+                same = np.array_equal(np.asarray(again.scale), np.asarray(wp.scale))   # the rounding still holds
+                wp = WeightParams(again.scale, again.bias, again.correction, wp.quantized if same else None)
             check = region.pattern.op.solver.check_weights
             if check is not None:
                 check(region, s_final, wp, out[region.output])

@@ -43,7 +43,7 @@ from ...runtime.kernels import qnn_ops
 from ...types import FloatType, TensorType, UniformQuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
-from ..regions import QuantizerPattern, Region, rank, unary
+from ..regions import QuantizerPattern, Region, constant_array, rank, unary
 from ..rules import ACT, FIXED, OpSpec
 from .registry import QuantOp, declare, declare_expansion
 
@@ -53,6 +53,10 @@ OUTPUT_STEP = 1.0 / 128.0
 EPSILON_LIMITS = {("norm", "max"): MIN_INPUT_SCALE, ("sum", "max"): MIN_INPUT_SCALE ** 2,
                   ("norm", "add"): MIN_INPUT_SCALE * OUTPUT_STEP, ("sum", "add"): MIN_INPUT_SCALE ** 2 / 64.0}
 F32 = FloatType("f32")
+# LayerNorm's epsilon, dropped by the L2_NORMALIZATION form (LiteRT's kernel has none): it scales a row by
+# sqrt(var / (var + eps)), under half an output step (1/256 of the unit row) while var > 128·eps, so for
+# eps = 1e-5 rows of variance above 1.3e-3 (the recognizers' smallest row variance is 0.09)
+L2_FORM_MAX_EPSILON = 1e-5
 LOG_SOFTMAX_MAX_ROW = 4095   # LiteRT's Q12.19 sum of exponentials overflows at 4096 terms of 1
 
 
@@ -265,12 +269,16 @@ RSQRT = declare(QuantOp(
 # Every interior value (the mean, d, d², the variance, variance + eps, its 1/sqrt, the normalized
 # row) is a value of the float graph: observed, with its own int8 parameters.
 #
-# Why this decomposition (measured on the PP-OCRv6 recognizer's real LayerNorm inputs; docs/numerics.md
-# §2.22 has the table): the variance as the MEAN of MUL(d, d) reuses d, which the numerator needs
-# anyway, and 1/sqrt as one RSQRT on (variance + eps) keeps the division out of int8 (LiteRT has no
-# int8 DIV). What limits accuracy is the variance's int8 range: rows whose variance is far below the
-# largest one get few steps, and RSQRT amplifies that relative error by ½. The output is then only
-# as good as the worst row's variance resolution.
+# Why (measured on the real LayerNorm inputs of PP-OCRv5 rec and PP-OCRv6 small rec, 64 calibration
+# and 32 evaluation lines; docs/numerics.md §2.22 has the table): the variance as the MEAN of
+# MUL(d, d) reuses d, which the numerator needs anyway; SQUARED_DIFFERENCE(x, mean) instead measured
+# within 1 dB of it on every LayerNorm (26-30 dB on the well-conditioned ones), so the rounding of d
+# before squaring is not what limits. 1/sqrt as one RSQRT on (variance + eps) keeps the division out
+# of int8 (LiteRT has no int8 DIV). What limits is the variance's one int8 range for all rows: where
+# the rows' variances differ by 120-160x (v6 small's later blocks) the normalized rows fall to 4-7 dB.
+# Config(layer_norm="l2") then writes MEAN, SUB, L2_NORMALIZATION, MUL sqrt(C) (LiteRT normalizes
+# each row with its own integer inverse square root): 16-19 dB there, 1-3 dB below the RSQRT form
+# on the well-conditioned ones (L2_NORMALIZATION's fixed 1/128 output).
 
 _LN_X = Pat.any("x")
 _LN_CENTERED = Pat.op(nn.SUB, _LN_X, Pat.op(nn.REDUCE_MEAN, _LN_X, name="mean").one_use(), name="centered")
@@ -342,19 +350,28 @@ class _Builder:
         return out
 
 
-def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: TensorType) -> Value:
-    """The normalized rows ``(x - mean) · rsqrt(mean((x - mean)²) + eps)`` as MEAN, SUB, MUL, MEAN, ADD,
-    Reciprocal(Sqrt) (one RSQRT) and MUL."""
+def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: TensorType,
+               l2: bool) -> tuple[Value, float]:
+    """The normalized rows and the factor still to multiply them by (folded into gamma when there is one).
+
+    ``l2`` and over the last axis only (LiteRT L2_NORMALIZATION's axis): MEAN, SUB, L2_NORMALIZATION, factor
+    ``sqrt(C)``, since ``d / sqrt(mean(d²)) = sqrt(C) · d / ||d||``. Otherwise ``(x - mean) ·
+    rsqrt(mean((x - mean)²) + eps)`` as MEAN, SUB, MUL, MEAN, ADD, Reciprocal(Sqrt) (one RSQRT) and
+    MUL, factor 1."""
     reduce = dict(axes=axes, keepdims=1)
     mean = b.op(nn.REDUCE_MEAN, [x], _typed(stats), "mean", **reduce)
     centered = b.op(nn.SUB, [x, mean], x, "centered")
+    r = rank(x)
+    channels = x.type.shape[-1] if r else None
+    if l2 and axes == (r - 1,) and channels and eps <= L2_FORM_MAX_EPSILON:
+        return b.op(nn.LP_NORMALIZATION, [centered], x, "l2_normalized", axis=-1, p=2), float(np.sqrt(channels))
     square = b.op(nn.MUL, [centered, centered], x, "square")
     variance = b.op(nn.REDUCE_MEAN, [square], _typed(stats), "variance", **reduce)
     if eps:
         variance = b.op(nn.ADD, [variance, b.constant(eps, "epsilon")], variance, "variance_eps")
     root = b.op(nn.UNARY["sqrt"], [variance], variance, "sqrt")
     inverse = b.op(nn.UNARY["reciprocal"], [root], variance, "rsqrt")
-    return b.op(nn.MUL, [centered, inverse], x, "normalized")
+    return b.op(nn.MUL, [centered, inverse], x, "normalized"), 1.0
 
 
 class _typed:
@@ -364,21 +381,30 @@ class _typed:
         self.type = t
 
 
-def _expand_layer_norm_written(rw, m: Match) -> list[Value]:
+def _expand_layer_norm_written(rw, m: Match, l2: bool = False) -> list[Value]:
     op, x = m.ops["op"], m.values["x"]
     axes, _ = _reduced(m.ops["mean"])
     eps = _scalar(m, "eps_variance_value") if m.ops.get("eps_variance") is not None else 0.0
-    return [_normalize(_Builder(rw, op), x, axes, float(eps), m.ops["mean"].results[0].type)]
+    b = _Builder(rw, op)
+    y, factor = _normalize(b, x, axes, float(eps), m.ops["mean"].results[0].type, l2)
+    if factor != 1.0:
+        y = b.op(nn.MUL, [y, b.constant(factor, "sqrt_channels")], x, "normalized")
+    return [y]
 
 
-def _expand_layer_norm_op(rw, m: Match) -> list[Value]:
+def _expand_layer_norm_op(rw, m: Match, l2: bool = False) -> list[Value]:
     op, x = m.ops["op"], m.values["x"]
     r = rank(x)
     axes = tuple(range(op.attr("axis") % r, r))
     stats = TensorType(tuple(1 if i in axes else d for i, d in enumerate(x.type.shape)), x.type.element_type)
     b = _Builder(rw, op)
-    y = _normalize(b, x, axes, float(np.float32(op.attr("epsilon"))), stats)
-    y = b.op(nn.MUL, [y, op.operands[1]], op.results[0], "scaled")
+    y, factor = _normalize(b, x, axes, float(np.float32(op.attr("epsilon"))), stats, l2)
+    gamma = op.operands[1]
+    if factor != 1.0:
+        g = constant_array(gamma)
+        gamma = b.constant(g * factor, "gamma_sqrt_channels") if g is not None else \
+            b.op(nn.MUL, [gamma, b.constant(factor, "sqrt_channels")], gamma, "gamma_sqrt_channels")
+    y = b.op(nn.MUL, [y, gamma], op.results[0], "scaled")
     if len(op.operands) > 2 and op.operands[2] is not None:
         y = b.op(nn.ADD, [y, op.operands[2]], op.results[0], "shifted")
     y.name_hint = op.results[0].name_hint
@@ -393,3 +419,16 @@ LAYER_NORM = declare_expansion(Rule(
     "layer_norm", Pat.op(nn.LAYER_NORMALIZATION, _LN_X, Pat.any("scale"), Pat.any("bias").optional(), name="op"),
     _expand_layer_norm_op, check=_check_layer_norm_op,
     doc="LayerNormalization -> MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL, MUL gamma, ADD beta"))
+
+LAYER_NORM_WRITTEN_L2 = declare_expansion(Rule(
+    "layer_norm_written_l2", _LN_WRITTEN, lambda rw, m: _expand_layer_norm_written(rw, m, l2=True),
+    check=_check_layer_norm_written,
+    doc="ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div -> MEAN, SUB, L2_NORMALIZATION, MUL sqrt(C)"))
+
+LAYER_NORM_L2 = declare_expansion(Rule(
+    "layer_norm_l2", LAYER_NORM.pattern, lambda rw, m: _expand_layer_norm_op(rw, m, l2=True),
+    check=_check_layer_norm_op, doc="LayerNormalization -> MEAN, SUB, L2_NORMALIZATION, MUL gamma·sqrt(C), ADD beta"))
+
+# Config.layer_norm -> the expansions that form leaves out
+LAYER_NORM_UNUSED = {"rsqrt": (LAYER_NORM_WRITTEN_L2.name, LAYER_NORM_L2.name),
+                     "l2": (LAYER_NORM_WRITTEN.name, LAYER_NORM.name)}
