@@ -4,6 +4,8 @@ Batches hold one size each; ranges, histograms, bias correction and the per-laye
 what ONNX Runtime computes on the same samples one by one; bad sizes are a CalibrationError."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 
 import quantir as qr  # noqa: E402
+from quantir.cli.main import main  # noqa: E402
 from quantir.errors import CalibrationError  # noqa: E402
 from quantir.quantize.calibrate import input_specs  # noqa: E402
 from quantir.quantize.data import as_dataset  # noqa: E402
@@ -211,3 +214,27 @@ def test_a_fixed_batch_needs_enough_samples_of_one_size(make_onnx_model, rng):
     paired = [rng.standard_normal((1, 3, 4, w)).astype(np.float32) for w in (5, 5, 6, 6, 7)]
     result = qr.quantize(model, paired, qr.Config(progress=False, method="minmax"))
     assert result.statistics.num_samples == 4   # the last, lone 7 cannot be fed with a batch of 2
+
+
+def test_one_npz_per_size(model, samples, tmp_path):
+    """An .npz holds one size: several files, through the API (a list of paths) and the CLI (--data a b)."""
+    paths = []
+    for size in sorted(set(SIZES)):
+        paths.append(tmp_path / f"calib_{size[0]}x{size[1]}.npz")
+        np.savez(paths[-1], x=np.concatenate([s for s in samples if s.shape[2:] == size]))
+    ordered = [s for size in sorted(set(SIZES)) for s in samples if s.shape[2:] == size]
+    config = qr.Config(method="minmax", progress=False)
+    from_files = qr.quantize(model, [str(p) for p in paths], config)
+    from_arrays = qr.quantize(model, ordered, config)
+    assert from_files.statistics.num_samples == len(samples)
+    assert {n: o[0].range() for n, o in _observed(from_files).items()} == \
+        {n: o[0].range() for n, o in _observed(from_arrays).items()}
+
+    onnx.save(model, tmp_path / "m.onnx")
+    summary = tmp_path / "s.json"
+    assert main(["quantize", str(tmp_path / "m.onnx"), "--data", *map(str, paths), "--method", "minmax", "-q",
+                 "-o", str(tmp_path / "q.onnx"), "--summary", str(summary)]) == 0
+    assert json.loads(summary.read_text())["calibration_samples"] == len(samples)
+    sess = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    for s in samples[:3]:   # the export runs at each calibration size
+        assert sess.run(None, {"x": s})[0].shape == run(from_files.module, {"x": s})["y"].shape

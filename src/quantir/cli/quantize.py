@@ -9,8 +9,9 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="float model (.onnx or .mlir)")
-    p.add_argument("--data", required=True,
-                   help=".npz of calibration samples: keys are input names, axis 0 indexes samples")
+    p.add_argument("--data", required=True, nargs="+", metavar="NPZ",
+                   help=".npz of calibration samples: keys are input names, axis 0 indexes samples; several "
+                        "files for a model with dynamic dims, one sample size per file")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
     p.add_argument("--activations", choices=("int8", "uint8"), default="int8",
@@ -57,12 +58,13 @@ def run(args: argparse.Namespace) -> int:
     if args.summary and Path(args.summary).suffix != ".json":
         raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
     check_outputs({"-o": args.output, "--summary": args.summary},
-                  {"input model": args.model, "calibration data": args.data})
+                  {"input model": args.model, **{"calibration data" + (f" #{i + 1}" if i else ""): path
+                                                 for i, path in enumerate(args.data)}})
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
                     bias_correction=args.bias_correction, target=target_for(args.output, args.target))
     with warnings.catch_warnings(action="ignore", category=QuantizationWarning):   # printed below, one line each
-        result = quantize(args.model, args.data, config)
+        result = quantize(args.model, args.data[0] if len(args.data) == 1 else args.data, config)
     for w in result.warnings:   # even with -q: the model may be unusable
         print(f"quantir quantize: warning: {w}", file=sys.stderr)
     result.save(args.output, format=args.format, io=args.io, activations=args.activations)

@@ -296,6 +296,18 @@ def from_numpy(data: Mapping[str, np.ndarray] | np.ndarray | str | os.PathLike,
     return DatasetManager(source, description, n)
 
 
+def from_npz_files(paths: Sequence[str | os.PathLike]) -> DatasetManager:
+    """Several ``.npz`` files read one after another, each as ``from_numpy`` reads one: an ``.npz``
+    holds samples of one size, so a model with dynamic dims calibrates on several sizes this way
+    (``quantir quantize --data a.npz b.npz``). One file's arrays are held at a time."""
+    paths = [os.fspath(p) for p in paths]
+
+    def source() -> Iterator[Feeds]:
+        for path in paths:
+            yield from from_numpy(path)._source()
+    return DatasetManager(source, ", ".join(paths), None)
+
+
 def from_feeds(feeds: Iterable[Any], *, batched: bool = True, input_names: Sequence[str] = ()) -> DatasetManager:
     """Any iterable of feed dicts (a list, a generator, a ``torch`` DataLoader yielding dicts).
     ``batched=False`` when each dict is one sample without axis 0. For a one-input model (its
@@ -330,8 +342,8 @@ def from_reader(reader: Any) -> DatasetManager:
 
 
 ACCEPTED_FORMS = ("calibration data is a dict of input name -> array (axis 0 indexes samples), the path of an .npz "
-                  "saved that way, an iterable of such dicts, a CalibrationDataReader, or, for a one-input model, "
-                  "an array or an iterable of arrays")
+                  "saved that way (or a list of such paths), an iterable of such dicts, a CalibrationDataReader, or, "
+                  "for a one-input model, an array or an iterable of arrays")
 
 
 def as_dataset(data: Any, input_names: Sequence[str] = ()) -> DatasetManager:
@@ -343,6 +355,8 @@ def as_dataset(data: Any, input_names: Sequence[str] = ()) -> DatasetManager:
         return data
     if isinstance(data, (str, os.PathLike, Mapping)):
         return from_numpy(data)
+    if isinstance(data, (list, tuple)) and data and all(isinstance(d, (str, os.PathLike)) for d in data):
+        return from_npz_files(data)
     if isinstance(data, np.ndarray):
         if len(input_names) != 1:
             raise CalibrationError(f"a bare array needs a one-input model; this one has inputs {list(input_names)}: "
