@@ -9,6 +9,8 @@ transpose_conv         QLinearConv over the input stretched with s − 1 zero-po
                        (ONNX Runtime 1.32 has no QLinearConvTranspose); within a step
 fully_connected        ms:QGemm (transB=1, per-column b_scale, int32 C); an input of rank > 2 is
                        Reshaped to 2-D on int8 and back
+batch_matmul           QLinearMatMul (per tensor both sides), an operand with adj_x / adj_y
+                       Transposed on int8 first; ONNX Runtime requantizes in float: within a step
 add / mul              ms:QLinearAdd / ms:QLinearMul
 average_pool           ms:QLinearAveragePool (count_include_pad=0)
 max_pool               MaxPool on int8
@@ -37,7 +39,7 @@ DequantizeLinear → float op → QuantizeLinear):
 - resize_bilinear: ONNX Runtime's Resize(linear) runs on int8, but not with LiteRT's integer
   arithmetic (10-bit fixed-point weights, rounded): measured (ORT 1.32, 9 size/mode cases) up to 2
   steps off on 32-50% of the elements, where DQ → float Resize → Q is at most 1 step off on 5-16%;
-- batch_matmul, reduce_sum, l2_normalization, log_softmax and the comparisons' inputs; a mean
+- reduce_sum, l2_normalization, log_softmax and the comparisons' inputs; a mean
   whose kept and reduced element counts are both dynamic; a transpose_conv with computed weights;
 - max pool and pad whose parameters differ between input and output.
 
@@ -176,6 +178,20 @@ def fully_connected(b: Builder, op: Operation) -> None:
                        label=f"{op.label or base_name(r)}/unflatten",
                        like=op, shape=tuple(-1 if d is None else d for d in out_shape))
     finish(b, op, q)
+
+
+def batch_matmul(b: Builder, op: Operation) -> None:
+    """QLinearMatMul; an operand with adj_x / adj_y has its last two dims swapped on int8 first."""
+    inputs: list[Value] = []
+    for v, adj in zip(op.operands, (op.attr("adj_x"), op.attr("adj_y"))):
+        q = b.value(v)
+        if adj:
+            n, s = len(v.type.shape), v.type.shape
+            q = b.emit(nn.TRANSPOSE, [q], v.type.clone(shape=(*s[:-2], s[-1], s[-2])), name=f"{base_name(v)}__adj",
+                       label=f"{op.label or base_name(v)}/adj", like=op, perm=(*range(n - 2), n - 1, n - 2))
+        inputs += [q, b.scale(v), b.zero_point(v)]
+    finish(b, op, b.emit(nn.QLINEAR_MATMUL, [*inputs, *_out_params(b, op)], op.results[0].type,
+                         name=_result_name(op), label=op.label, like=op))
 
 
 def _binary(op_type: str):
@@ -338,6 +354,7 @@ CONVERT = {
     **tables.qoperator_table(),   # elementwise ops (tanh, hard_swish, gelu, rsqrt, requantize, sub, ...): a table
     qnn.CONV: conv,
     qnn.FULLY_CONNECTED: fully_connected,
+    qnn.BATCH_MATMUL: batch_matmul,
     qnn.TRANSPOSE_CONV: transpose_conv,
     qnn.ADD: _binary("QLinearAdd"),
     qnn.MUL: _binary("QLinearMul"),
