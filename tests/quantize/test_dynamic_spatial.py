@@ -245,3 +245,13 @@ def test_the_modes_real_exporters_write_are_proven():
     for (cmode, nmode), f in itertools.product([("asymmetric", "floor"), ("half_pixel", "round_prefer_ceil")], (2, 4)):
         found = dynamic_nearest_mode((None, C, None, None), (None, C, None, None), [1.0, 1.0, f, f], cmode, nmode)
         assert found == ((False, False) if cmode == "asymmetric" else (False, True))
+
+
+def test_nearest_resize_to_fixed_sizes_from_dynamic_sizes_stays_float(tmp_path):
+    sizes = numpy_helper.from_array(np.array([16, 16], np.int64), "sizes")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[1, 1]),
+             helper.make_node("Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="nearest", axes=[2, 3])]
+    r = _quantize(_model(tmp_path, nodes, [sizes, _weights("w1", (C, C, 1, 1))], opset=18))
+    assert _float_reasons(r)["resize"] == (
+        "Resize to given sizes from dynamic spatial sizes (input ?x4x?x?, output ?x4x16x16): its scale follows the "
+        "input size; quantized on dynamic sizes only with constant scales")

@@ -120,7 +120,8 @@ def resize_factors(shape, out, scales) -> tuple[int, int] | str:
     powers of two (1, 2, 4, ...), else why the integer op cannot follow every size."""
     hw = scales[2:]
     if None in hw:
-        return f"Resize to sizes computed at run time (input {_dims(shape)}, output {_dims(out)}) is not quantized"
+        return (f"Resize to given sizes from dynamic spatial sizes (input {_dims(shape)}, output {_dims(out)}): "
+                "its scale follows the input size; quantized on dynamic sizes only with constant scales")
     if any(not (s >= 1 and float(s).is_integer() and int(s) & (int(s) - 1) == 0) for s in hw):
         # LiteRT forms in / out and o · (in / out) in float32: exact for every size only when
         # out / in is a power of two, so only then is one index rule right at all sizes
