@@ -238,3 +238,29 @@ def test_one_npz_per_size(model, samples, tmp_path):
     sess = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
     for s in samples[:3]:   # the export runs at each calibration size
         assert sess.run(None, {"x": s})[0].shape == run(from_files.module, {"x": s})["y"].shape
+
+
+def test_a_callback_sees_ranges_and_is_told_when_samples_cannot_stack(model, samples):
+    seen = []
+
+    def ranges_only(info):   # the observers hold every size
+        seen.append(info.region.label)
+        return info.output_range()
+    qr.quantize(model, samples, qr.Config(method="minmax", progress=False, callback=ranges_only))
+    assert len(seen) == 2 and seen[0] == "conv1"
+
+    def arrays(info):
+        return info.float_output()
+    with pytest.raises(CalibrationError, match=r"region 'conv1': the kept calibration samples differ in size here "
+                                               r"\(\(4, 6, 9\), \(4, 8, 5\), \(4, 11, 7\)\), so their values"):
+        qr.quantize(model, samples, qr.Config(method="minmax", progress=False, callback=arrays))
+
+
+def test_input_health_on_samples_of_several_sizes():
+    from quantir.quantize.observers import InputObserver
+    obs = InputObserver("x")
+    base = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
+    obs.update(base)
+    obs.update(np.arange(15, dtype=np.float32).reshape(1, 1, 3, 5))   # another width: not a copy of the first
+    obs.update(base)
+    assert obs.num_samples == 3 and not obs.identical and obs.problem() is None
