@@ -264,3 +264,16 @@ def test_input_health_on_samples_of_several_sizes():
     obs.update(np.arange(15, dtype=np.float32).reshape(1, 1, 3, 5))   # another width: not a copy of the first
     obs.update(base)
     assert obs.num_samples == 3 and not obs.identical and obs.problem() is None
+
+
+@pytest.mark.parametrize("engine", ["ort", "interpreter"])
+def test_inputs_that_disagree_on_a_shared_dynamic_dim_name_the_sample(make_onnx_model, rng, engine):
+    # each input alone fits its dims (?, 4, ?); together they must share W, which the dims cannot say
+    model = make_onnx_model([helper.make_node("Add", ["x", "y"], ["z"]), helper.make_node("Relu", ["z"], ["r"])],
+                            [("x", np.float32, ("N", 4, "W")), ("y", np.float32, ("N", 4, "W"))],
+                            [("r", np.float32, None)])
+    feeds = [{"x": rng.standard_normal((1, 4, w)).astype(np.float32),
+              "y": rng.standard_normal((1, 4, w + (i == 2))).astype(np.float32)} for i, w in enumerate((5, 7, 6))]
+    with pytest.raises(CalibrationError, match=r"^calibration sample 2 \('x' \(1, 4, 6\), 'y' \(1, 4, 7\)\): the float "
+                                               r"model cannot run on them: "):
+        qr.quantize(model, feeds, qr.Config(progress=False, engine=engine))

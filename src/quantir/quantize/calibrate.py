@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import CalibrationError
+from ..errors import CalibrationError, QuantirError
 from ..ir import Function, Value
 from ..ir.names import input_names
 from ..types import FloatType, TensorType
@@ -144,7 +144,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     batches: Iterator = dataset.batches(specs, config.batch_size, config.max_samples)
     progress = _progress(config, dataset)
     for batch in batches:
-        results = engine.run(batch)
+        results = _run_batch(engine, batch, seen)
         for name, array in batch.items():
             inputs[name].update(array)
         for v, obs in observers.items():
@@ -168,6 +168,20 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     if any(m.mixed for m in kept_means.values()):   # "empirical" compares positions: one size only
         kept_means = {}                              # the solver then corrects from the weights
     return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs)
+
+
+def _run_batch(engine: Engine, batch: dict[str, np.ndarray], first: int) -> dict[str, np.ndarray]:
+    """``engine.run(batch)``; a failure names the samples and their shapes (a size the model cannot
+    take: inputs that disagree on a dim they share, a width the network's strides do not divide)."""
+    try:
+        return engine.run(batch)
+    except CalibrationError:
+        raise
+    except QuantirError as e:
+        n = next(iter(batch.values())).shape[0] if batch else 0
+        which = f"sample {first}" if n <= 1 else f"samples {first}-{first + n - 1}"
+        shapes = ", ".join(f"'{k}' {tuple(v.shape)}" for k, v in batch.items())
+        raise CalibrationError(f"calibration {which} ({shapes}): the float model cannot run on them: {e}") from None
 
 
 def _progress(config: Config, dataset: DatasetManager):
