@@ -279,32 +279,39 @@ def _conv_transpose_model(cin, cout, k, s, pads, rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("cin, cout, k, s, pads", [
-    (4, 3, 2, 2, [0, 0, 0, 0]),    # PP-OCR detectors' upsampling: 2x2, stride 2
-    (3, 5, 4, 2, [1, 1, 1, 1]),    # SAME, cropping
-    (3, 2, 3, 1, [1, 1, 1, 1]),    # stride 1: pads only
-    (2, 3, 3, 3, [0, 0, 0, 0]),    # VALID, stride 3
+@pytest.mark.parametrize("cin, cout, k, s, pads, per_channel", [
+    (4, 3, 2, 2, [0, 0, 0, 0], True),    # PP-OCR detectors' upsampling: 2x2, stride 2 (DepthToSpace)
+    (2, 3, 3, 3, [0, 0, 0, 0], False),   # kernel = stride 3, per-tensor weights (DepthToSpace)
+    (3, 5, 4, 2, [1, 1, 1, 1], True),    # SAME, cropping (stretched)
+    (3, 4, 3, 2, [0, 0, 0, 0], True),    # VALID, overlapping windows (stretched)
+    (3, 2, 3, 1, [1, 1, 1, 1], True),    # stride 1: pads only
 ])
-def test_transpose_conv_is_qlinear_conv_over_the_stretched_input(cin, cout, k, s, pads):
+def test_transpose_conv_is_qlinear_conv(cin, cout, k, s, pads, per_channel):
+    """Kernel = stride without crop: a 1x1 QLinearConv to C_out·s² phases and DepthToSpace; otherwise
+    QLinearConv over the input stretched with zero-point rows and columns."""
     from quantir.api import quantize
     from quantir.quantize.config import Config
     rng = np.random.default_rng(k * 10 + s)
     calib = rng.uniform(-1, 1, (16, cin, 6, 5)).astype(np.float32)
-    result = quantize(_conv_transpose_model(cin, cout, k, s, pads, rng), {"x": calib}, Config(progress=False))
+    result = quantize(_conv_transpose_model(cin, cout, k, s, pads, rng), {"x": calib},
+                      Config(progress=False, per_channel=per_channel))
     assert any(op.opdef is qnn.TRANSPOSE_CONV for op in result.module.main.ops)
     model = to_onnx_quantized(result.module, format="qoperator")
     types = _node_types(model)
     assert types.count("QuantizeLinear") == 1 and "ConvTranspose" not in types and "QLinearConv" in types, types
+    assert ("DepthToSpace" in types) == (k == s and not any(pads)), types
+    assert ("Unsqueeze" in types) == (k != s and s > 1), types
     out_t = next(op for op in result.module.main.ops if op.opdef is dialects.quant.DCAST).operands[0].type
     scale = float(out_t.element_type.scale)
-    sess = session(model)
+    sessions = [session(model), session(to_onnx_quantized(result.module, format="qoperator", activations="uint8"))]
     for size in [(1, cin, 6, 5), (2, cin, 4, 7)]:      # two sizes, batch, H and W dynamic
         x = rng.uniform(-1, 1, size).astype(np.float32)
         want = run(result.module, {"x": x})["y"]
-        (got,) = sess.run(None, {"x": x})
-        assert got.shape == want.shape == (size[0], cout, *(s * (d - 1) + k - p0 - p1 for d, p0, p1 in
-                                                            zip(size[2:], pads[:2], pads[2:])))
-        assert np.abs(got - want).max() <= scale * 1.001   # one step
+        for sess in sessions:
+            (got,) = sess.run(None, {"x": x})
+            assert got.shape == want.shape == (size[0], cout, *(s * (d - 1) + k - p0 - p1 for d, p0, p1 in
+                                                                zip(size[2:], pads[:2], pads[2:])))
+            assert np.abs(got - want).max() <= scale * 1.001   # one step
 
 
 # -- the real pattern: a LayerNorm and activations, one QuantizeLinear in all -----------------------

@@ -48,15 +48,18 @@ range after the op: exact, it clamps the same integers LiteRT clamps.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...errors import UnsupportedOpError
 from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
-from ...types import IntegerType, TensorType
+from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
 from . import qdq, space_batch, tables
-from .builder import Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params
+from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
+                      scale_array, zero_point_array)
 
 
 def _result_name(op: Operation) -> str | None:
@@ -104,6 +107,8 @@ def transpose_conv(b: Builder, op: Operation) -> None:
         return qdq.CONVERT[qnn.TRANSPOSE_CONV](b, op)
     strides, adjust = [int(s) for s in op.attr("strides")], [int(a) for a in op.attr("adjust")]
     kernel = ints.shape[2:]
+    if tuple(kernel) == tuple(strides) and strides[0] == strides[1] and not any(adjust):
+        return _transpose_conv_as_depth_to_space(b, op, ints, strides[0])
     begin = [max(-a, 0) // 2 for a in adjust]    # the crop qdq.transpose_conv writes as ConvTranspose pads
     q, zp = b.value(x), float(qtype(x.type).zero_point)
     if any(s > 1 for s in strides):
@@ -140,6 +145,43 @@ def transpose_conv(b: Builder, op: Operation) -> None:
     y = b.emit(nn.QLINEAR_CONV, inputs, r.type, name=_result_name(op), label=label, like=op, strides=(1, 1),
                pads=(0, 0, 0, 0), dilations=(1, 1), group=1)
     finish(b, op, y)
+
+
+def _transpose_conv_as_depth_to_space(b: Builder, op: Operation, ints: np.ndarray, s: int) -> None:
+    """Kernel = stride, no crop (PP-OCR's 2x2, stride-2 upsampling): the windows do not overlap, so
+    output pixel (s·i + a, s·j + b) of channel o is input pixel (i, j) times w[o, :, a, b]. That is a
+    1x1 QLinearConv to C_out·s² channels, (o, a, b) in DepthToSpace's CRD order, then DepthToSpace on
+    int8: the MACs of the transposed conv itself (the stretched input would do s² times as many)."""
+    x, w, *bias = op.operands
+    r = op.results[0]
+    label, name = op.label or base_name(r), base_name(r)
+    c_out, c_in = ints.shape[:2]
+    weights = ints.transpose(0, 2, 3, 1).reshape(c_out * s * s, c_in, 1, 1)
+    w_t = TensorType(weights.shape, _per_phase(qtype(w.type), s * s))
+    inputs = [b.value(x), b.scale(x), b.zero_point(x), b.stored_constant(weights, w_t, f"{name}_w_phases"),
+              b.const(scale_array(w_t), f"{name}_w_phases_scale"),
+              b.const(zero_point_array(w_t, f"{name}_w_phases"), f"{name}_w_phases_zero_point"), *_out_params(b, op)]
+    if bias:
+        values = constant_array(b.value(bias[0]))
+        if values is None:
+            return qdq.CONVERT[qnn.TRANSPOSE_CONV](b, op)
+        b_t = TensorType((c_out * s * s,), _per_phase(qtype(bias[0].type), s * s))
+        inputs.append(b.stored_constant(np.repeat(values, s * s), b_t, f"{name}_bias_phases"))
+    n, _, h, wd = x.type.shape
+    phases_t = r.type.clone(shape=(n, c_out * s * s, h, wd))
+    q = b.emit(nn.QLINEAR_CONV, inputs, phases_t, name=f"{name}_phases", label=f"{label}/phases", like=op,
+               strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1)
+    q = b.emit(nn.DEPTH_TO_SPACE, [q], r.type, name=_result_name(op), label=f"{label}/depth_to_space", like=op,
+               blocksize=s, mode="CRD")
+    finish(b, op, q)
+
+
+def _per_phase(q, phases: int):
+    """A per-channel type with each channel's scale and zero point repeated for its ``phases`` channels."""
+    if not isinstance(q, UniformQuantizedPerAxisType):
+        return q
+    zps = None if q.zero_points is None else tuple(np.repeat(q.zero_points, phases).tolist())
+    return dataclasses.replace(q, scales=tuple(np.repeat(q.scales, phases).tolist()), zero_points=zps)
 
 
 def fully_connected(b: Builder, op: Operation) -> None:
