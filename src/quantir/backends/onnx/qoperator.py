@@ -4,9 +4,11 @@
 qnn op                 ONNX (``ms:`` = ``com.microsoft`` contrib op; all run on the CPU EP, int8)
 =====================  =========================================================================
 conv                   QLinearConv (per-channel w_scale, int32 bias); group = C_in is depthwise
-transpose_conv         QLinearConv over the input stretched with s − 1 zero-point rows/columns per
-                       pixel (Unsqueeze, Pad, Reshape on int8), padded k − 1 − pad, kernel flipped
-                       (ONNX Runtime 1.32 has no QLinearConvTranspose); within a step
+transpose_conv         (ONNX Runtime 1.32 has no QLinearConvTranspose) kernel = stride, no crop: a 1x1
+                       QLinearConv to C_out·s² phase channels, then DepthToSpace on int8; otherwise
+                       QLinearConv over the input stretched with s − 1 zero-point rows/columns per
+                       pixel (Unsqueeze, Pad, Reshape on int8), padded k − 1 − pad, kernel flipped;
+                       within a step
 fully_connected        ms:QGemm (transB=1, per-column b_scale, int32 C); an input of rank > 2 is
                        Reshaped to 2-D on int8 and back
 batch_matmul           QLinearMatMul (per tensor both sides), an operand with adj_x / adj_y
