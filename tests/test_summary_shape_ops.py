@@ -99,3 +99,23 @@ def test_cli_prints_and_writes_the_integer_ops(model, samples, tmp_path, capsys)
     assert len(s["integer_ops"]) == 7 and [f["op"] for f in s["left_float"]] == ["sum3", "cast_data"]
     # one quantize for the input; one dequantize of the Relu, read by both float islands (Sum, Cast)
     assert (s["quantize_ops"], s["dequantize_ops"]) == (1, 1)
+
+
+def test_the_qoperator_export_has_the_summarys_quantize_and_dequantize_ops(model, samples, rng):
+    import onnxruntime as ort
+    from quantir.backends.onnx import to_onnx_quantized
+    result = qr.quantize(model, samples, qr.Config(progress=False, method="minmax"))
+    exported = to_onnx_quantized(result.module, format="qoperator")
+    kinds = [n.op_type for n in exported.graph.node]
+    assert (kinds.count("QuantizeLinear"), kinds.count("DequantizeLinear")) == result.cast_counts() == (1, 1)
+    shapes = [n for n in exported.graph.node if n.op_type == "Shape"]
+    int8 = {n.output[0] for n in exported.graph.node if n.op_type == "QLinearConv"}
+    assert shapes and all(n.input[0] in int8 for n in shapes)   # the dims of the int8 tensor
+    sess = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    scale = result.params[next(r for r in result.annotation.regions if r.output.name_hint == "z").output].scale
+    for size in ((1, 2, 4, 5), (3, 2, 4, 2)):
+        x = rng.standard_normal(size).astype(np.float32)
+        want = run(result.module, {"x": x})
+        got = dict(zip(["s", "k"], sess.run(["s", "k"], {"x": x})))
+        assert got["s"].shape == want["s"].shape == (size[0] * 3, 4 * size[3])
+        assert np.max(np.abs(got["s"] - want["s"])) <= 3 * scale * 1.01   # Sum of three z, each within a step
