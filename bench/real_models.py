@@ -27,8 +27,8 @@ Writes bench/results/real_models.json and prints a table (cos / iou: detector ma
 binarized-map IoU; str=: equal CTC strings; argmax=: equal classes; box@.9 / box@.5: boxes matched
 at IoU >= 0.9, the criterion, and >= 0.5).
 
-Usage: python bench/real_models.py [--models NAME ...] [--calib 32] [--eval 32] [--method entropy]
-       [--ort-method minmax] [--rounds 20] [--round-budget 20]
+Usage: python bench/real_models.py [--models NAME ...] [--calib 16] [--eval 16] [--method entropy]
+       [--ort-method minmax] [--rounds 10] [--round-budget 8]   (~25 min on 2 shared cores)
 """
 from __future__ import annotations
 
@@ -262,14 +262,14 @@ def table(rows: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=[m.name for m in MODELS])
-    ap.add_argument("--calib", type=int, default=32, help="calibration samples (seed 0)")
-    ap.add_argument("--eval", type=int, default=32, help="evaluation samples (seed 1)")
+    ap.add_argument("--calib", type=int, default=16, help="calibration samples (seed 0)")
+    ap.add_argument("--eval", type=int, default=16, help="evaluation samples (seed 1)")
     ap.add_argument("--method", default="entropy", choices=["entropy", "minmax", "mse", "percentile"],
                     help="quantir's calibration method (default: its default, entropy)")
     ap.add_argument("--ort-method", default="minmax", choices=sorted(ORT_METHODS),
                     help="quantize_static's calibration method (default: its default, MinMax)")
-    ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--round-budget", type=float, default=20.0, help="seconds of latency rounds per model")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--round-budget", type=float, default=8.0, help="seconds of latency rounds per model")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     import onnxruntime as ort
