@@ -111,6 +111,14 @@ class _Solver:
                 for v in region.inputs[1:]:
                     uf.union(id(v), id(region.inputs[0]))
         self.root = {k: uf.find(k) for k in self.values}
+        # a value read only by ops of one kind that tell apart part of its range (hard-swish)
+        owner = {id(op): r.pattern.op for r in annotation.regions for op in r.ops}
+        self.input_ranges: dict[int, Callable] = {}
+        for k, v in self.values.items():
+            decls = {owner.get(id(op)) for op, _ in v.uses}
+            decl = decls.pop() if len(decls) == 1 else None
+            if decl is not None and decl.solver.input_range is not None:
+                self.input_ranges[k] = decl.solver.input_range
         self.members: dict[int, list[int]] = {}
         for k, root in self.root.items():
             self.members.setdefault(root, []).append(k)
@@ -189,6 +197,8 @@ class _Solver:
             rules = region.pattern.op.solver
             if rules.output_range is not None:   # what the kernel's Prepare refuses, widened (HARD_SWISH)
                 lo, hi = rules.output_range(lo, hi, self.act_params(region.inputs[0]).scale)
+            if id(region.output) in self.input_ranges:
+                lo, hi = self.input_ranges[id(region.output)](lo, hi)
             self.ranges[id(region.output)] = (lo, hi)
             scales = [self.act_params(v).scale for v in region.inputs if constant_array(v) is None]
             floor = rules.finest_output_scale(scales) if rules.finest_output_scale is not None and scales else None

@@ -31,12 +31,13 @@ __all__ = ["load_onnx", "SUPPORTED_OPS", "constant_input_slots", "MIN_OPSET", "d
 def default_pipeline() -> list:
     """The passes ``load_onnx`` runs by default, in order."""
     from ...passes import Canonicalize, CanonicalizeOptions
+    from ...passes.fold_affine import FoldAffine
     from ...passes.fold_batchnorm import FoldBatchNorm
     from ...passes.fold_constants import FoldConstants, RemoveIdentities
     from ...passes.fold_pad import FoldPad
     # canonicalize erases the dead ops (folded weights, shape arithmetic); constants are not
     # uniqued: hashing every weight's bytes costs more than it saves here.
-    return [FoldConstants(), RemoveIdentities(), FoldBatchNorm(), FoldPad(), FoldConstants(),
+    return [FoldConstants(), RemoveIdentities(), FoldBatchNorm(), FoldAffine(), FoldPad(), FoldConstants(),
             Canonicalize(CanonicalizeOptions(cse_constants=False))]
 
 

@@ -98,6 +98,14 @@ def hard_swish_range(lo: float, hi: float, input_scale: float) -> tuple[float, f
     return (lo, lo + need) if hi - lo < need else (lo, hi)
 
 
+def hard_swish_input_range(lo: float, hi: float) -> tuple[float, float]:
+    """Hard-swish is 0 at and below -3: an input range reaching further down (a conv output whose
+    negative tail the activation discards, PP-LCNetV3's) spends int8 steps on values that all give
+    0. Cut when that at least halves the step; a smaller gain is left (the range stays the data's)."""
+    cut = (max(lo, -3.0), max(hi, -3.0))
+    return cut if 2.0 * (cut[1] - cut[0]) <= hi - lo else (lo, hi)
+
+
 # x·HardSigmoid(x) with HardSigmoid(1/6, ½), and x·Relu6(x + 3)/6 (older PyTorch exports): hard-swish
 _HS_X = Pat.any("x")
 _HS_SIGMOID = Pat.op(nn.UNARY["hard_sigmoid"], _HS_X, name="gate").one_use()
@@ -134,7 +142,7 @@ HARD_SWISH = declare(QuantOp(
               QuantizerPattern("hard_swish_written", _HARD_SWISH_WRITTEN, lower_unary(qnn.HARD_SWISH),
                                check=_check_hard_swish_written, priority=-1,
                                doc="x·HardSigmoid(x) (1/6, ½) or x·Relu6(x + 3)/6 written out")),
-    kernel=qnn_ops.hard_swish, solver=SolverRules(output_range=hard_swish_range),
+    kernel=qnn_ops.hard_swish, solver=SolverRules(output_range=hard_swish_range, input_range=hard_swish_input_range),
     qdq_ops=(nn.UNARY["hard_swish"],)))
 
 

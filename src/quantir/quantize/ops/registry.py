@@ -58,6 +58,9 @@ class SolverRules:
     shared_inputs: bool = False
     # the finest scale the class of the op's inputs accepts (its range is widened up to it)
     finest_input_scale: float | None = None
+    # (lo, hi) of the op's input -> the part of it the op's output can tell apart (hard-swish is 0
+    # below -3): a value that feeds only such ops is quantized over that part, saturating the rest
+    input_range: Callable[[float, float], tuple[float, float]] | None = None
 
 
 @dataclass(eq=False)
