@@ -389,14 +389,14 @@ def test_qoperator_structure(quantized):
 
 def test_qoperator_fallbacks(quantized):
     """Ops without an exact int8 ONNX Runtime kernel: the elementwise ones (hard_swish, leaky_relu,
-    tanh, sub) are lookup tables (Gather, backends/onnx/tables.py), a mean over channels is
+    tanh, sub) are lookup tables (GatherElements, backends/onnx/tables.py), a mean over channels is
     QLinearGlobalAveragePool; bilinear Resize keeps the QDQ form inside the QOperator model."""
     _, result, _ = quantized("activations")
     model = to_onnx_quantized(result.module, format="qoperator")
     ops = Counter(n.op_type for n in model.graph.node)
     for op in ("HardSwish", "Tanh", "Sub", "ReduceMean", "QLinearLeakyRelu"):
         assert ops[op] == 0, op
-    assert ops["Gather"] == 4 and ops["Resize"] == 1 and ops["QuantizeLinear"] == 2, ops
+    assert ops["GatherElements"] == 4 and ops["Resize"] == 1 and ops["QuantizeLinear"] == 2, ops
     for op in ("QLinearSigmoid", "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "Pad"):
         assert ops[op] == 1, op
     producers = _producers(model)
@@ -506,8 +506,8 @@ def test_requantize_and_clamps(fmt):
     onnx.checker.check_model(model, full_check=True)
     nodes = [(n.name, n.op_type) for n in model.graph.node]
     if fmt == "qoperator":   # the equal-parameter clamp is an int8 Clip, the rescales lookup tables (tables.py)
-        assert [o for _, o in nodes] == ["QuantizeLinear", "Cast", "Gather", "Clip", "Cast", "Gather", "Cast",
-                                         "Gather", "DequantizeLinear"]
+        lookup = ["Cast", "Reshape", "GatherElements", "Reshape"]
+        assert [o for _, o in nodes] == ["QuantizeLinear", *lookup, "Clip", *lookup, *lookup, "DequantizeLinear"]
     else:
         assert [o for _, o in nodes] == ["QuantizeLinear", "DequantizeLinear", "QuantizeLinear", "DequantizeLinear",
                                          "Clip", "QuantizeLinear", "DequantizeLinear", "Relu", "QuantizeLinear",

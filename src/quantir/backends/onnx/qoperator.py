@@ -25,10 +25,10 @@ resize_nearest         Resize(nearest) on int8 (or two Gathers: see ``qdq.neares
                        parameters: it copies stored integers, as LiteRT does
 softmax                ms:QLinearSoftmax (beta folded into the input scale)
 logistic               ms:QLinearSigmoid (equal to LiteRT's table on every value, measured)
-elementwise, 1 input   ``Gather(table, Cast(x, int32))``, a 256-entry table of quantir's own kernel
+elementwise, 1 input   GatherElements of a 256-entry table of quantir's own kernel at Cast(x, int32)
                        (``tables.py``): tanh, hard_swish, gelu, rsqrt, leaky_relu (whose
                        QLinearLeakyRelu rounds differently), requantize, a rescaling clamp; exact
-elementwise, 2 inputs  a 65536-entry pair table indexed by ``Cast(a)·256 + Cast(b)``: sub, maximum,
+elementwise, 2 inputs  a 65536-entry pair table at ``Cast(a)·256 + Cast(b)``: sub, maximum,
                        minimum; exact
 clamp                  Clip on int8 to the exact integer range (equal input/output parameters)
 data movement (nn)     the same op on int8 (Reshape, Flatten, Transpose, Squeeze, ...)

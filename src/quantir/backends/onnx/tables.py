@@ -5,18 +5,18 @@ so the QOperator export used to write them DequantizeLinear → float op → Qua
 QuantizeLinear per such op. But an elementwise int8 op with fixed parameters is a function of
 its input's stored integer alone (256 values), and an elementwise binary op one of the pair
 (256 × 256 values). So the export runs quantir's own integer kernel once on every possible
-input and writes the results as a table that ``Gather`` reads:
+input and writes the results as a table that ``GatherElements`` reads:
 
 =====================  =========================================================================
 op kind                ONNX on the stored integers
 =====================  =========================================================================
-one int8 input         ``Gather(table[256], Cast(x, int32))``
-two int8 inputs        ``Gather(table[65536], Cast(a, int32)·256 + Cast(b, int32))`` (Mul and
-                       Add broadcast the two index tensors as the op broadcasts its operands)
+one int8 input         ``table[256][Cast(x, int32)]``
+two int8 inputs        ``table[65536][Cast(a, int32)·256 + Cast(b, int32)]`` (Mul and Add
+                       broadcast the two index tensors as the op broadcasts its operands)
 =====================  =========================================================================
 
 The table is laid out by the stored value modulo 256 (modulo 65536 for a pair), so an int8
-value indexes it directly: ``Gather`` reads a negative index from the end (index -1 is entry
+value indexes it directly: ``GatherElements`` reads a negative index from the end (index -1 is entry
 255, the int8 value -1), and the pair index ``a·256 + b`` of two int8 values spans exactly
 65536 consecutive integers, each its own entry modulo 65536. uint8 storage (``activations=
 "uint8"``) indexes 0..255 the same way. No offset Add is needed.
@@ -32,9 +32,11 @@ in QDQ, a rescale and a clamp, and are elementwise by definition.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 
 import numpy as np
+import onnx
 
 from ...errors import UnsupportedOpError
 from ...ir import Block, Operation, Value
@@ -133,27 +135,44 @@ def pair_table(op: Operation) -> np.ndarray:
 # -- the converters ---------------------------------------------------------------------------------
 
 def _index(b: Builder, v: Value, op: Operation, suffix: str) -> Value:
-    """The stored integers of ``v`` as int32 indices (Gather takes no 8-bit index)."""
+    """The stored integers of ``v`` as int32 indices (GatherElements takes no 8-bit index)."""
     t = v.type.clone(element_type=IntegerType(32))
     return b.emit(nn.CAST, [b.value(v)], t, name=f"{base_name(v)}_i32{suffix}",
                   label=f"{op.label or base_name(op.results[0])}/index{suffix}", like=op, to=IntegerType(32))
 
 
 def _gather(b: Builder, op: Operation, table: np.ndarray, index: Value) -> None:
+    """``table[index]`` on the result's storage: GatherElements over a [len, 1] table and the indices
+    flattened to [n, 1], reshaped back (ONNX Runtime's Gather copies each 1-byte entry as a block of its
+    own; GatherElements is ~3x faster on a 1x32x160x160 tensor, measured)."""
     r = op.results[0]
-    name = base_name(r)
-    t = b.stored_constant(table, TensorType(table.shape, qtype(r.type)), f"{name}_table")
-    b.define(r, b.emit(nn.GATHER, [t, index], r.type, name=r.name_hint, label=f"{op.label or name}/lookup",
-                       like=op, axis=0))
+    name, label = base_name(r), op.label or base_name(r)
+    t = b.stored_constant(table.reshape(-1, 1), TensorType((table.size, 1), qtype(r.type)), f"{name}_table")
+    column = b.emit(nn.RESHAPE, [index], index.type.clone(shape=(None, 1)), name=f"{name}_index_column",
+                    label=f"{label}/column", like=op, shape=(-1, 1))
+    node = onnx.helper.make_node("GatherElements", ["table", "index"], ["y"], axis=0)
+    looked = b.emit(nn.ONNX_OP, [t, column], r.type.clone(shape=(None, 1)), name=f"{name}_column",
+                    label=f"{label}/lookup", like=op, op_type="GatherElements", domain="", opset=b.opset,
+                    node=base64.b64encode(node.SerializeToString()).decode("ascii"))
+    shape = r.type.shape
+    if shape is not None and sum(d is None for d in shape) <= 1:
+        y = b.emit(nn.RESHAPE, [looked], r.type, name=r.name_hint, label=f"{label}/shape", like=op,
+                   shape=tuple(-1 if d is None else d for d in shape))
+    else:   # the index tensor has the result's shape: read it at run time
+        dims = b.emit(nn.SHAPE, [index], TensorType((index.type.rank,), IntegerType(64)), name=f"{name}_dims",
+                      label=f"{label}/dims", like=op)
+        y = b.emit(nn.DYNAMIC_RESHAPE, [looked, dims], r.type, name=r.name_hint, label=f"{label}/shape", like=op,
+                   dims=tuple(-1 if d is None else d for d in shape))
+    b.define(r, y)
 
 
 def lookup(b: Builder, op: Operation) -> None:
-    """A unary elementwise qnn op as ``Gather(table, Cast(x, int32))``."""
+    """A unary elementwise qnn op as ``table[Cast(x, int32)]``."""
     _gather(b, op, unary_table(op), _index(b, op.operands[0], op, ""))
 
 
 def pair_lookup(b: Builder, op: Operation) -> None:
-    """A binary elementwise qnn op as ``Gather(table, Cast(a)·256 + Cast(b))`` (broadcasting)."""
+    """A binary elementwise qnn op as ``table[Cast(a)·256 + Cast(b)]`` (broadcasting)."""
     lhs, rhs = op.operands
     r = op.results[0]
     name, label = base_name(r), op.label or base_name(r)
