@@ -136,3 +136,15 @@ def test_default_pipeline_runs_it(make_onnx_model, rng):
     model = make_onnx_model(nodes, [("x", np.float32, ("N", 4, "H", "W"))], [("y", np.float32, None)], inits)
     module = load_onnx(model)
     assert count(module, nn.MUL) == 0 and count(module, nn.ADD) == 0
+
+
+def test_written_gelu_tail_stays(make_onnx_model, rng):
+    """x·½·(1 + erf(x/√2)) → conv: the · ½ belongs to GELU's pattern, not to the conv."""
+    inits = {"w": rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "r2": np.array(1.4142135, np.float32),
+             "one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32)}
+    nodes = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["x", "p"], ["g"]),
+             helper.make_node("Mul", ["g", "half"], ["h"]), helper.make_node("Conv", ["h", "w"], ["y"])]
+    model = make_onnx_model(nodes, [("x", np.float32, ("N", 4, "H", "W"))], [("y", np.float32, None)], inits)
+    module, stats = fold_against_ort(model)
+    assert stats == {} and count(module, nn.MUL) == 2

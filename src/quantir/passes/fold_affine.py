@@ -13,7 +13,7 @@ or one per output channel, broadcasting to ``y``'s shape)::
     add(y, c), sub(y, c)  -> conv(x, W, b ± c)
 
 Before a conv ``conv(u, W, b)`` that is ``u``'s only user, ``a`` and ``c`` one value or one per
-input channel::
+input channel, ``x`` not itself the result of arithmetic (``x·½`` ends a written GELU)::
 
     u = mul(x, a)              -> conv(x, W·a[i], b)                         (zero padding stays 0)
     u = add(mul(x, a), c)      -> conv(x, W·a[i], b + Σ W·c)  when the conv pads nothing
@@ -36,6 +36,7 @@ from . import PassResult
 from .fold_constants import constant_value, make_constant
 
 _AFTER = (nn.CONV, nn.CONV_TRANSPOSE)
+_ARITHMETIC = (nn.MUL, nn.DIV, nn.ADD, nn.SUB)
 
 
 def _producer(v: Value) -> Operation | None:
@@ -198,6 +199,8 @@ def fold_before(conv: Operation) -> str | None:
             x = first.operands[mul[0]]
     if (scale is None and shift is None) or x is None or x.type != u.type:
         return None
+    if getattr(_producer(x), "opdef", None) in _ARITHMETIC:
+        return None   # the tail of a written-out activation (GELU's · ½): its pattern needs it whole
     w64 = w.astype(np.float64)
     if scale is not None:
         w64 = _scale_in(conv, w64, scale)
