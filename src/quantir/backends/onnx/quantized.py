@@ -20,11 +20,13 @@ Design notes
   (shared by all its consumers, and reused for the function's own ``quant.dcast``), so a CNN
   keeps one Q at its input and one DQ at its output plus one Q/DQ pair per op boundary; ONNX
   Runtime fuses DQ → op → Q into its integer kernels.
-- **QOperator**: ops ONNX Runtime runs on int8 directly (QLinearConv, QGemm, QLinearAdd,
-  QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearConcat, QLinearSigmoid,
-  QLinearLeakyRelu, QLinearSoftmax, MaxPool, Pad, Clip, nearest Resize (or Gather), and the
-  data-movement ops); any qnn op without one (Sub, Tanh, HardSwish, bilinear Resize, ReduceMean,
-  requantize) takes its QDQ form:
+- **QOperator**: ops ONNX Runtime runs on int8 directly (QLinearConv, QGemm, QLinearMatMul,
+  QLinearAdd, QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearConcat,
+  QLinearSigmoid, QLinearSoftmax, MaxPool, Pad, Clip, nearest Resize (or Gather), and the
+  data-movement ops); the elementwise ops without an exact int8 kernel (Sub, Tanh, HardSwish,
+  Gelu, LeakyRelu, requantize, ...) as lookup tables of quantir's own integers (``tables.py``);
+  a transposed conv and a mean over other axes through QLinearConv / QLinearGlobalAveragePool
+  (``qoperator.py``). What is left (bilinear Resize, ...) takes its QDQ form:
   DequantizeLinear → float op → QuantizeLinear.
 - Fused activations. LiteRT clamps the requantized result to ``CalculateActivationRangeQuantized``
   (``numerics.fused_activation_range``). When that range is the whole int8 range the clamp is

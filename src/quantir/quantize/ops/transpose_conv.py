@@ -15,7 +15,7 @@ separate ``Add`` of a ``[1, C, 1, 1]`` constant: that form is matched too.
 
 QOperator: ONNX Runtime (1.32) has no QLinearConvTranspose in the default or ``com.microsoft``
 domain (only in its internal NHWC layout domain, which models cannot use), so the QOperator
-export writes DequantizeLinear → ConvTranspose → QuantizeLinear, as the QDQ export does.
+export writes QLinearConv forms of it (``backends/onnx/qoperator.py``: ``transpose_conv``).
 
 The qnn op keeps the weights output channel first, ``[C_out, C_in, KH, KW]`` (TFLite's OHWI in
 NCHW order; ONNX stores ``[C_in, C_out, KH, KW]``), and the output size as
