@@ -356,3 +356,12 @@ def test_layer_norm_block_exports_with_one_quantize_linear():
         # and the LayerNorm's 1/sqrt amplifies a one-step difference of the variance
         assert got.shape == want.shape
         assert np.mean(np.abs(got - want) <= float(out_t.element_type.scale) * 1.001) > 0.9
+
+
+def test_sixteen_bit_operands_keep_the_qdq_form():
+    """A table indexes 8-bit values only: an int16 tanh is still exported, as DQ -> Tanh -> Q."""
+    t16 = parse_type("!quant.uniform<i16:f32, 0.001:0>")
+    module = _float_interface(unary_module("qnn.tanh", t16, parse_type("!quant.uniform<i16:f32, 3.0517578125e-05:0>"),
+                                           {}))
+    types = _node_types(to_onnx_quantized(module, format="qoperator"))
+    assert "Tanh" in types and "GatherElements" not in types, types

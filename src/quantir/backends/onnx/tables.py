@@ -45,6 +45,7 @@ from ...ir.opdef import OpDef
 from ...runtime.interpreter import kernel_for
 from ...runtime.kernels.elementwise import SPLAT_ELEMENTWISE
 from ...types import IntegerType, TensorType, UniformQuantizedType
+from . import qdq
 from .builder import Builder, base_name, qtype
 
 __all__ = ["is_unary_elementwise", "is_binary_elementwise", "unary_table", "pair_table", "lookup", "pair_lookup",
@@ -166,13 +167,27 @@ def _gather(b: Builder, op: Operation, table: np.ndarray, index: Value) -> None:
     b.define(r, y)
 
 
+def _eight_bit(op: Operation) -> bool:
+    """Every operand and the result 8-bit per tensor: what a 256-entry table indexes."""
+    for v in (*op.operands, *op.results):
+        q = qtype(v.type)
+        if not isinstance(q, UniformQuantizedType) or getattr(q.storage_type, "width", None) != 8:
+            return False
+    return True
+
+
 def lookup(b: Builder, op: Operation) -> None:
-    """A unary elementwise qnn op as ``table[Cast(x, int32)]``."""
+    """A unary elementwise qnn op as ``table[Cast(x, int32)]`` (its QDQ form when not 8-bit)."""
+    if not _eight_bit(op):
+        return qdq.CONVERT[op.opdef](b, op)
     _gather(b, op, unary_table(op), _index(b, op.operands[0], op, ""))
 
 
 def pair_lookup(b: Builder, op: Operation) -> None:
-    """A binary elementwise qnn op as ``table[Cast(a)·256 + Cast(b)]`` (broadcasting)."""
+    """A binary elementwise qnn op as ``table[Cast(a)·256 + Cast(b)]`` (broadcasting; its QDQ form when
+    not 8-bit)."""
+    if not _eight_bit(op):
+        return qdq.CONVERT[op.opdef](b, op)
     lhs, rhs = op.operands
     r = op.results[0]
     name, label = base_name(r), op.label or base_name(r)
