@@ -265,6 +265,27 @@ def test_mean_over_other_axes_is_qlinear_global_average_pool(shape, axes, keepdi
         assert np.abs(got.astype(np.int16) - want).max() <= 1   # ONNX Runtime's rounding: within a step
 
 
+@pytest.mark.parametrize("activations", ["int8", "uint8"])
+@pytest.mark.parametrize("shape, axes, keepdims, size", [
+    ((4, 6), (0, 1), 0, (4, 6)),            # every axis: a scalar
+    ((None, 6), (0,), 1, (3, 6)),           # over the dynamic batch
+    ((None, 5, 7), (0, 2), 0, (2, 5, 7)),
+])
+def test_mean_as_pool_edge_axes(shape, axes, keepdims, size, activations):
+    module = mean_module(shape, axes, keepdims)
+    if activations == "uint8":
+        module = _float_interface(module)
+    model = to_onnx_quantized(module, format="qoperator", activations=activations)
+    assert "ReduceMean" not in _node_types(model)
+    q = np.random.default_rng(6).integers(-128, 128, size).astype(np.int8)
+    x = q if activations == "int8" else _grid_floats(TensorType(size, qt(0.05, 3)), q)
+    want = run(module, {"x": x})["y"]
+    (got,) = session(model).run(None, {"x": x})
+    step = 1.0 if activations == "int8" else 0.03
+    assert got.shape == want.shape
+    assert np.abs(got.astype(np.float64) - want).max() <= step * 1.001
+
+
 # -- TRANSPOSE_CONV ---------------------------------------------------------------------------------
 
 def _conv_transpose_model(cin, cout, k, s, pads, rng):
