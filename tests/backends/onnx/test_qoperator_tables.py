@@ -56,8 +56,9 @@ BINARY = {
     "qnn.maximum": [(qt(0.05, 3), qt(0.05, 3), qt(0.05, 3), {})],
     "qnn.minimum": [(qt(0.05, 3), qt(0.05, 3), qt(0.05, 3), {})],
 }
-# the binary ops ONNX Runtime has a QLinear kernel for keep it (within a step, measured elsewhere)
-QLINEAR = {"qnn.add", "qnn.mul"}
+# the binary ops ONNX Runtime has a QLinear kernel for keep it (within a step, measured elsewhere);
+# maximum / minimum are Max / Min on the stored integers (test_maximum_minimum_on_int8)
+QLINEAR = {"qnn.add", "qnn.mul", "qnn.maximum", "qnn.minimum"}
 
 
 def _function(inputs: list[TensorType], result: TensorType) -> Function:
@@ -212,6 +213,16 @@ def test_pair_table_equals_the_interpreter_on_every_pair(name, ta, tb, to, attrs
     want = run(module, {"a": a, "b": b})["y"]
     (got,) = session(model).run(None, {"a": a, "b": b})
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name, onnx_op", [("qnn.maximum", "Max"), ("qnn.minimum", "Min")])
+def test_maximum_minimum_on_int8(name, onnx_op):
+    module = binary_module(name, *BINARY[name][0], sa=(256, 1), sb=(1, 256))
+    model = to_onnx_quantized(module, format="qoperator")
+    assert _node_types(model) == [onnx_op]
+    a, b = _all_values((256, 1)), _all_values((1, 256))
+    (got,) = session(model).run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(got, run(module, {"a": a, "b": b})["y"])
 
 
 @pytest.mark.parametrize("activations", ["int8", "uint8"])

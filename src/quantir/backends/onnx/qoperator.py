@@ -28,8 +28,8 @@ logistic               ms:QLinearSigmoid (equal to LiteRT's table on every value
 elementwise, 1 input   GatherElements of a 256-entry table of quantir's own kernel at Cast(x, int32)
                        (``tables.py``): tanh, hard_swish, gelu, rsqrt, leaky_relu (whose
                        QLinearLeakyRelu rounds differently), requantize, a rescaling clamp; exact
-elementwise, 2 inputs  a 65536-entry pair table at ``Cast(a)·256 + Cast(b)``: sub, maximum,
-                       minimum; exact
+elementwise, 2 inputs  a 65536-entry pair table at ``Cast(a)·256 + Cast(b)``: sub; exact
+maximum / minimum      Max / Min on int8 (operands and result share parameters, as LiteRT requires)
 clamp                  Clip on int8 to the exact integer range (equal input/output parameters)
 data movement (nn)     the same op on int8 (Reshape, Flatten, Transpose, Squeeze, ...)
 =====================  =========================================================================
@@ -379,6 +379,18 @@ def clamp(b: Builder, op: Operation) -> None:
                        min=float(lo), max=float(hi)))
 
 
+def _select(opdef):
+    """MAXIMUM / MINIMUM: Max / Min on int8, comparing stored integers as LiteRT does when the operands
+    and the result share parameters (its Prepare refuses anything else); otherwise the QDQ form."""
+    def convert(b: Builder, op: Operation) -> None:
+        r = op.results[0]
+        if not all(same_params(v.type, r.type) for v in op.operands):
+            return qdq.CONVERT[op.opdef](b, op)
+        b.define(r, b.emit(opdef, [b.value(v) for v in op.operands], r.type, name=r.name_hint, label=op.label,
+                           like=op))
+    return convert
+
+
 def resize_nearest(b: Builder, op: Operation) -> None:
     r = op.results[0]
     b.define(r, qdq.nearest(b, op, b.value(op.operands[0]), r.type))
@@ -411,6 +423,8 @@ CONVERT = {
     qnn.SOFTMAX: softmax,
     qnn.LOGISTIC: _unary("QLinearSigmoid"),
     qnn.CLAMP: clamp,
+    qnn.MAXIMUM: _select(nn.VARIADIC["max"]),
+    qnn.MINIMUM: _select(nn.VARIADIC["min"]),
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QOPERATOR,   # the same moves on int8 (space_batch.py)
 }
