@@ -50,7 +50,7 @@ def quantize(onnx_model, rng):
 def test_range_rule():
     assert hard_swish_input_range(-500.0, 40.0) == (-3.0, 40.0)
     assert hard_swish_input_range(-1.0, 2.0) == (-1.0, 2.0)
-    assert hard_swish_input_range(-6.0, 10.0) == (-6.0, 10.0)   # cut to 13 of 16: less than a bit, left
+    assert hard_swish_input_range(-6.0, 10.0) == (-3.0, 10.0)   # any tail below -3 is cut
     assert hard_swish_input_range(-9.0, -4.0) == (-3.0, -3.0)   # all below -3: zeros (the range takes 0)
 
 
