@@ -433,7 +433,10 @@ def _channels_last_tensors(optimized) -> set[str]:
     for n in optimized.graph.node:
         if n.op_type == "Transpose":
             perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [])
-            made = len(perm) >= 3 and perm == [0, *range(2, len(perm)), 1]
+            # at rank 3 the way to NWC and the way back are both (0, 2, 1): from a channels-last
+            # tensor (a Conv1D's NHWC output squeezed to N, W, C) it goes back to channels first
+            back = len(perm) >= 3 and perm == [0, len(perm) - 1, *range(1, len(perm) - 1)] and n.input[0] in last
+            made = not back and len(perm) >= 3 and perm == [0, *range(2, len(perm)), 1]
         else:
             made = any(a.name == "channels_last" and a.i == 1 for a in n.attribute) or n.op_type.startswith("Nhwc") \
                 or "nhwc" in n.domain.lower() or any(i in last for i in n.input)
@@ -449,12 +452,19 @@ def _as_stored(a: np.ndarray, shape, channels_last: bool, name: str) -> np.ndarr
     elif a.dtype != np.int8:
         raise OrtError(f"'{name}' is {a.dtype} in ONNX Runtime's optimized graph, not an integer tensor "
                        f"(a quantir bug: the value was located at the wrong node)")
-    if channels_last and a.ndim >= 3:
-        a = np.moveaxis(a, -1, 1)
-    if shape is not None and (len(shape) != a.ndim or any(d is not None and d != e for d, e in zip(shape, a.shape))):
+    def fits(b: np.ndarray) -> bool:
+        return shape is None or (len(shape) == b.ndim and all(d is None or d == e for d, e in zip(shape, b.shape)))
+    moved = np.moveaxis(a, -1, 1) if a.ndim >= 3 else a
+    hinted, other = (moved, a) if channels_last else (a, moved)
+    # the hint follows Transposes; ONNX Runtime's transpose optimizer may cancel a Transpose of the
+    # model against its own (a Conv1D's NWC output that the model transposes to N, W, C anyway):
+    # the static dims decide when only the other reading fits them
+    if not fits(hinted) and fits(other):
+        hinted = other
+    if not fits(hinted):
         raise OrtError(f"'{name}' has shape {a.shape} in ONNX Runtime's optimized graph, expected {shape} "
                        f"(a quantir bug: its layout was read wrong)")
-    return np.ascontiguousarray(a)
+    return np.ascontiguousarray(hinted)
 
 
 def _integer_session(model, threads: int | None, config: Mapping[str, str], *, optimize: bool,
