@@ -25,10 +25,17 @@ The tables hold exactly the integers quantir's interpreter computes, hence LiteR
 ``BUILTIN_REF``'s: the export is bit-exact for these ops, where ONNX Runtime's own int8 kernels
 are within a step.
 
+The cost of exactness (ONNX Runtime 1.32, one thread, measured): GatherElements reads about 5 ns
+per element where DequantizeLinear → HardSwish → QuantizeLinear takes 0.7; the PP-OCRv5 detector's
+QOperator export (uint8, 320x320) runs in 75 ms with its 23 tables against 34 ms with those ops as
+QDQ islands (fp32: 100 ms). The QDQ export, which ONNX Runtime fuses, stays the fast form.
+
 Which ops qualify is read from their declarations, not listed here: a declared op with
 quantized operands and result whose QDQ form (``QuantOp.qdq_ops``) is elementwise float ops
 (``SPLAT_ELEMENTWISE``). QUANTIZE (``qnn.requantize``) and the standalone clamp write no float op
-in QDQ, a rescale and a clamp, and are elementwise by definition.
+in QDQ, a rescale and a clamp, and are elementwise by definition. ``qoperator.CONVERT`` overrides
+the ops ONNX Runtime computes exactly or fast enough itself (QLinearAdd, QLinearMul, QLinearSigmoid,
+Max, Min, an int8 Clip).
 """
 from __future__ import annotations
 
