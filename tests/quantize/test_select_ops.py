@@ -297,10 +297,17 @@ def test_shape_of_a_quantized_tensor_reads_its_integers(tmp_path):
 
 
 def test_shape_with_start_stays_float_with_the_reason():
-    r = _quantize(_shape(start=1), {"x": X})
+    # end=1 keeps the dynamic batch (start=1 reads only static dims: it folds at import, below)
+    r = _quantize(_shape(end=1), {"x": X})
     reasons = {op.name: why for op, why in r.annotation.float_ops}
     assert reasons["nn.shape"] == ("Shape with start/end has no LiteRT SHAPE form (it would need a STRIDED_SLICE of "
                                    "the dims)")
+
+
+def test_shape_of_static_dims_folds_at_import():
+    r = _quantize(_shape(start=1), {"x": X})
+    assert "nn.shape" not in _names(r)
+    np.testing.assert_array_equal(run(r.module, {"x": X[:5]})["s"], [3, 4, 4])
 
 
 def test_shape_of_a_float_tensor_reads_it_without_quantizing_it():
