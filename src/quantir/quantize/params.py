@@ -234,8 +234,12 @@ def mean_output(region: Region, w: np.ndarray, taps: np.ndarray) -> np.ndarray:
 # (Frantar et al. 2022) rounds the inputs one at a time and moves each rounding error onto the
 # weights not rounded yet, in the direction G says cancels it, using the Cholesky factor of G⁻¹.
 # The scales stay LiteRT's (symmetric, narrow range, per channel, from the float weights); only
-# which integer each weight gets changes. Measured on PP-OCRv6 tiny rec with weights alone
-# quantized: top-1 per time step 98.2 % -> 99.4 %, CTC strings 96 % -> 99 % equal to fp32.
+# which integer each weight gets changes. Measured with weights alone quantized (fp32 activations,
+# 100 rendered lines): CTC strings equal to fp32 96 % -> 99 % (PP-OCRv6 tiny rec), 80 % -> 94 %
+# (PP-OCRv5 rec). With int8 activations too (quantir's interpreter, 200 calibration lines) the gain
+# did not carry over: 86 -> 88 % (v6 tiny), 64 -> 65 % (v6 small), 69 -> 63 % (v5), which is why it
+# is an option (Config.weight_rounding) and not the default; the Gram matrices come from float inputs,
+# not the quantized ones the integer graph feeds the layer, which is the first thing to try next.
 
 HESSIAN_MAX_COLUMNS = 4096   # inputs per output channel (G is d x d float64: 128 MiB at the limit)
 HESSIAN_DAMPING = 0.01       # of G's mean diagonal, added to its diagonal (a direction no sample moves)
