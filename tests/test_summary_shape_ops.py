@@ -108,9 +108,9 @@ def test_the_qoperator_export_has_the_summarys_quantize_and_dequantize_ops(model
     exported = to_onnx_quantized(result.module, format="qoperator")
     kinds = [n.op_type for n in exported.graph.node]
     assert (kinds.count("QuantizeLinear"), kinds.count("DequantizeLinear")) == result.cast_counts() == (1, 1)
-    shapes = [n for n in exported.graph.node if n.op_type == "Shape"]
+    shapes = [n for n in exported.graph.node if n.op_type == "Shape" and n.name in ("shape0", "shape3")]   # the model's
     int8 = {n.output[0] for n in exported.graph.node if n.op_type == "QLinearConv"}
-    assert shapes and all(n.input[0] in int8 for n in shapes)   # the dims of the int8 tensor
+    assert len(shapes) == 2 and all(n.input[0] in int8 for n in shapes)   # the dims of the int8 tensor
     sess = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
     scale = result.params[next(r for r in result.annotation.regions if r.output.name_hint == "z").output].scale
     for size in ((1, 2, 4, 5), (3, 2, 4, 2)):
