@@ -156,9 +156,11 @@ def fold_after(op: Operation) -> str | None:
         return None
     bias = np.zeros(channels) if b is None else np.asarray(b, np.float64).reshape(channels)
     if op.opdef in (nn.MUL, nn.DIV):
+        if np.any(vec == 0):
+            # a zero factor (or a division by zero) stays: folded, it would turn the model's dead
+            # branch into all-zero weights, and the calibration warnings would name the wrong op
+            return None
         if op.opdef is nn.DIV:
-            if np.any(vec == 0):
-                return None
             vec = 1.0 / vec
         w, bias = _scale_out(conv, w.astype(np.float64), vec), bias * vec
     else:
@@ -199,6 +201,8 @@ def fold_before(conv: Operation) -> str | None:
             x = first.operands[mul[0]]
     if (scale is None and shift is None) or x is None or x.type != u.type:
         return None
+    if scale is not None and np.any(scale == 0):
+        return None   # a zero factor stays (see fold_after)
     if getattr(_producer(x), "opdef", None) in _ARITHMETIC:
         return None   # the tail of a written-out activation (GELU's · ½): its pattern needs it whole
     w64 = w.astype(np.float64)
@@ -210,7 +214,7 @@ def fold_before(conv: Operation) -> str | None:
     elif _pads_nothing(conv):
         bias = (0.0 if bias is None else bias) + _input_sum(conv, w.astype(np.float64), shift)
         kind = "mul-add" if scale is not None else "add"
-    elif scale is not None and not np.any(scale == 0):
+    elif scale is not None:
         # the shift stays, divided by the scale the weights took: add(x, c / a) → conv
         kind = "mul (add kept)"
         c_const = make_constant((shift / scale).astype(constant_value(first.operands[1 - add[0]]).dtype)
