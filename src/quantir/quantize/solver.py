@@ -193,12 +193,8 @@ class _Solver:
             self.weights[key] = (region, s_in, self.region_weight_params(region, x, s_in))
         if region.pattern.op.output_quantized and id(region.output) not in self.ranges:
             r = callback(info)
-            lo, hi = float(r.rmin), float(r.rmax)
+            lo, hi = self.returned_range(region, float(r.rmin), float(r.rmax))
             rules = region.pattern.op.solver
-            if rules.output_range is not None:   # what the kernel's Prepare refuses, widened (HARD_SWISH)
-                lo, hi = rules.output_range(lo, hi, self.act_params(region.inputs[0]).scale)
-            if id(region.output) in self.input_ranges:
-                lo, hi = self.input_ranges[id(region.output)](lo, hi)
             self.ranges[id(region.output)] = (lo, hi)
             scales = [self.act_params(v).scale for v in region.inputs if constant_array(v) is None]
             floor = rules.finest_output_scale(scales) if rules.finest_output_scale is not None and scales else None
@@ -207,6 +203,17 @@ class _Solver:
             if floor is not None:
                 root = self.root[id(region.output)]
                 self.floors[root] = max(floor, self.floors.get(root, 0.0))
+
+    def returned_range(self, region: Region, lo: float, hi: float) -> tuple[float, float]:
+        """A callback's range for ``region``'s output as the solver keeps it: widened where the
+        kernel's Prepare refuses it (HARD_SWISH's output), cut where every reader discards part of
+        it (hard-swish's input below -3). ``CalibrationInfo.quantized_output`` evaluates the same."""
+        rules = region.pattern.op.solver
+        if rules.output_range is not None:
+            lo, hi = rules.output_range(lo, hi, self.act_params(region.inputs[0]).scale)
+        if id(region.output) in self.input_ranges:
+            lo, hi = self.input_ranges[id(region.output)](lo, hi)
+        return lo, hi
 
     def grams(self) -> dict[int, np.ndarray]:
         """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples:
@@ -308,7 +315,9 @@ class _Decided(Mapping):
     def __init__(self, solver: _Solver, candidate: tuple[int, tuple[float, float]] | None = None) -> None:
         self._s, self._candidate = solver, candidate
 
-    def with_candidate(self, v: Value, rng: tuple[float, float]) -> "_Decided":
+    def with_candidate(self, v: Value, rng: tuple[float, float], region: Region | None = None) -> "_Decided":
+        if region is not None:
+            rng = self._s.returned_range(region, *rng)
         return _Decided(self._s, (id(v), rng))
 
     def __getitem__(self, v: Value) -> ActParams | WeightParams:

@@ -93,7 +93,7 @@ class IntegerTrace:
         ``candidate`` range; dequantized float32, per kept batch."""
         self._advance(self.step_of[region.root])
         if hasattr(self.params, "with_candidate"):   # the solver's view: joins same-scale classes, fixed outputs
-            params = self.params.with_candidate(region.output, candidate)
+            params = self.params.with_candidate(region.output, candidate, region)
         else:                                         # a plain mapping: asymmetric parameters of the candidate
             params = {**self.params, region.output: _params_of(candidate)}
         live = self._uses((region, region.root))
