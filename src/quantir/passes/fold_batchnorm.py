@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Module, Operation
+from ..ir import Module, Operation, Value
 from ..ir.dialects import nn
 from . import PassResult
 from .fold_constants import constant_value, make_constant
@@ -74,6 +74,22 @@ def bias_add(bn: Operation) -> tuple[Operation, Operation, np.ndarray] | None:
     return None
 
 
+def with_bias(producer: Operation, bias: Value) -> Operation:
+    """``producer`` (conv, conv_transpose, gemm) reading ``bias`` as its third operand: set in
+    place, or, when it has none, a new op with it that replaces ``producer``."""
+    if len(producer.operands) > 2:
+        producer.set_operand(2, bias)
+        return producer
+    block = producer.block
+    new = Operation(producer.opdef, [*producer.operands, bias], [producer.results[0].type],
+                    dict(producer.attributes), producer.loc, producer.label)
+    block.insert_before(producer, new)
+    producer.results[0].replace_all_uses_with(new.results[0])
+    new.results[0].name_hint = producer.results[0].name_hint
+    block.erase(producer)
+    return new
+
+
 def absorb_bias_add(bn: Operation) -> bool:
     """Move the per-channel constant of ``bias_add(bn)`` into its producer's bias and drop the add."""
     found = bias_add(bn)
@@ -86,17 +102,7 @@ def absorb_bias_add(bn: Operation) -> bool:
     bias.results[0].name_hint = f"{add.label or producer.label or 'bias'}.added_bias"
     block = producer.block
     block.insert_before(producer, bias)
-    if len(producer.operands) > 2:
-        producer.set_operand(2, bias.results[0])
-        out = producer.results[0]
-    else:
-        new = Operation(producer.opdef, [*producer.operands, bias.results[0]], [producer.results[0].type],
-                        dict(producer.attributes), producer.loc, producer.label)
-        block.insert_before(producer, new)
-        producer.results[0].replace_all_uses_with(new.results[0])
-        new.results[0].name_hint = producer.results[0].name_hint
-        block.erase(producer)
-        out = new.results[0]
+    out = with_bias(producer, bias.results[0]).results[0]
     add.results[0].replace_all_uses_with(out)
     block.erase(add)
     return True
@@ -139,16 +145,7 @@ def fold(bn: Operation) -> Operation:
     block.insert_before(producer, w_const)
     block.insert_before(producer, b_const)
     producer.set_operand(1, w_const.results[0])
-    if len(producer.operands) > 2:
-        producer.set_operand(2, b_const.results[0])
-    else:
-        new = Operation(producer.opdef, [*producer.operands, b_const.results[0]], [producer.results[0].type],
-                        dict(producer.attributes), producer.loc, producer.label)
-        block.insert_before(producer, new)
-        producer.results[0].replace_all_uses_with(new.results[0])
-        new.results[0].name_hint = producer.results[0].name_hint
-        block.erase(producer)
-        producer = new
+    producer = with_bias(producer, b_const.results[0])
     producer.attributes.update(producer.opdef.make_attrs(attrs))
     out = producer.results[0]
     out.name_hint = bn.results[0].name_hint or out.name_hint
