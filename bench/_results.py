@@ -23,3 +23,22 @@ def write_json(result: dict, path: Path, root: Path) -> None:
         f.write("\n")
     os.replace(tmp, path)
     print(f"wrote {path.relative_to(root)}")
+
+
+def round_robin(sessions: dict, feed: dict, rounds: int, budget_s: float, min_rounds: int = 5) -> dict[str, list]:
+    """Milliseconds per run of each ONNX Runtime session, in turn, round after round (after one
+    warm-up run each), so load on the machine falls on all of them alike; stops after ``rounds``
+    rounds, or earlier once ``budget_s`` is spent and ``min_rounds`` are done."""
+    import time
+    for s in sessions.values():
+        s.run(None, feed)
+    times: dict[str, list] = {k: [] for k in sessions}
+    start = time.perf_counter()
+    for r in range(rounds):
+        for k, s in sessions.items():
+            t = time.perf_counter()
+            s.run(None, feed)
+            times[k].append((time.perf_counter() - t) * 1000)
+        if r + 1 >= min_rounds and time.perf_counter() - start > budget_s:
+            break
+    return times

@@ -50,13 +50,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+from _results import round_robin  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
 TARGETS = {"quantize_time_ratio": 0.5, "int8_latency_ratio_vs_fp32": 0.6}
@@ -180,20 +182,7 @@ def latencies(paths: dict[str, Path], x: np.ndarray, input_name: str, rounds: in
               min_rounds: int = 5) -> dict[str, list[float]]:
     """Milliseconds per run of each model, in turn, round after round (after one warm-up run each);
     stops after ``rounds`` rounds, or earlier once ``budget_s`` is spent and ``min_rounds`` are done."""
-    sessions = {k: session(p) for k, p in paths.items()}
-    feed = {input_name: x}
-    for s in sessions.values():
-        s.run(None, feed)
-    times: dict[str, list[float]] = {k: [] for k in sessions}
-    start = time.perf_counter()
-    for r in range(rounds):
-        for k, s in sessions.items():
-            t = time.perf_counter()
-            s.run(None, feed)
-            times[k].append((time.perf_counter() - t) * 1000)
-        if r + 1 >= min_rounds and time.perf_counter() - start > budget_s:
-            break
-    return times
+    return round_robin({k: session(p) for k, p in paths.items()}, {input_name: x}, rounds, budget_s, min_rounds)
 
 
 def predict(path: Path, x: np.ndarray, input_name: str, batch: int) -> np.ndarray:

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 from _real_data import MODELS, DataUnavailable  # noqa: E402
 from _real_metrics import CRITERIA, accuracy, meets  # noqa: E402
-from _results import machine, write_json  # noqa: E402
+from _results import machine, round_robin, write_json  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "real_models.json"
 ONE_BY_ONE = {"layout", "yolo", "dddd_rec"}   # inputs with a fixed batch of 1
@@ -99,18 +99,7 @@ def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], met
 
 def latencies(paths: dict[str, Path], feed: dict, rounds: int, budget_s: float) -> dict[str, float]:
     """Median milliseconds per run of each model, in turn, round after round (after a warm-up run)."""
-    sessions = {k: session(p) for k, p in paths.items()}
-    for s in sessions.values():
-        s.run(None, feed)
-    times: dict[str, list[float]] = {k: [] for k in sessions}
-    start = time.perf_counter()
-    for r in range(rounds):
-        for k, s in sessions.items():
-            t = time.perf_counter()
-            s.run(None, feed)
-            times[k].append((time.perf_counter() - t) * 1000)
-        if r >= 4 and time.perf_counter() - start > budget_s:
-            break
+    times = round_robin({k: session(p) for k, p in paths.items()}, feed, rounds, budget_s)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
