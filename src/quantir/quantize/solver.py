@@ -51,6 +51,7 @@ from ..numerics import NEAR_ZERO_TOLERANCE, asymmetric_qparams
 from .calibrate import CalibrationInfo, Statistics, default_callback
 from .config import Config
 from .methods import Range
+from .ops.activation import gates_itself, silu_input_range
 from .params import (ActParams, Params, WeightParams, corrected, dequantized,  # noqa: F401
                      expected_taps, hessian_applies, hessian_rounded, input_gram, mean_output, quantized_weights,
                      region_weights, weight_error_output, weight_params)
@@ -119,6 +120,8 @@ class _Solver:
             decl = decls.pop() if len(decls) == 1 else None
             if decl is not None and decl.solver.input_range is not None:
                 self.input_ranges[k] = decl.solver.input_range
+            elif len(decls) == 2 and None not in decls and gates_itself(v):   # x·σ(x), both quantized
+                self.input_ranges[k] = silu_input_range
         self.members: dict[int, list[int]] = {}
         for k, root in self.root.items():
             self.members.setdefault(root, []).append(k)

@@ -65,10 +65,44 @@ SOFTMAX = declare(QuantOp(
     patterns=(QuantizerPattern("softmax", unary(nn.SOFTMAX), lower_unary(qnn.SOFTMAX), check=_check_softmax),),
     kernel=qnn_ops.softmax, ir_limits=(softmax_beta_limit,), qdq_ops=(nn.SOFTMAX,)))
 
+# LOGISTIC's int8 output (1/256, -128) is 0 for every input below -LOGISTIC_SATURATES (σ(-6.5)·256
+# = 0.38 rounds to step 0) and 255/256 above it (σ(6.5)·256 = 255.6 saturates at 127): a value
+# read only by sigmoids is quantized over [-6.5, 6.5], so a score head's logits (mostly far
+# below -6.5 on background cells) spend their int8 steps near the decision thresholds.
+LOGISTIC_SATURATES = 6.5
+
+
+def logistic_input_range(lo: float, hi: float) -> tuple[float, float]:
+    t = LOGISTIC_SATURATES
+    return min(max(lo, -t), t), max(min(hi, t), -t)
+
+
 LOGISTIC = declare(QuantOp(
     qnn.LOGISTIC, OP.LOGISTIC, OpSpec((ACT,), FIXED(1.0 / 256.0, -128)),
     patterns=(QuantizerPattern("sigmoid", unary(nn.UNARY["sigmoid"]), lower_unary(qnn.LOGISTIC)),),
-    kernel=qnn_ops.table(qk.prepare_logistic, qk.logistic), qdq_ops=(nn.UNARY["sigmoid"],)))
+    kernel=qnn_ops.table(qk.prepare_logistic, qk.logistic), qdq_ops=(nn.UNARY["sigmoid"],),
+    solver=SolverRules(input_range=logistic_input_range)))
+
+
+# SiLU / Swish written out, x·σ(x), is LOGISTIC then MUL of x by its gate. Below SILU_FLOOR the
+# gate is exactly 0 in int8, so the MUL gives exactly 0 whatever x is there: x's range is cut at
+# SILU_FLOOR (only below: x·σ(x) follows x upwards) and the negative tail a conv output carries
+# (YOLO necks reach -50) stops coarsening the step of the values that count.
+SILU_FLOOR = -LOGISTIC_SATURATES
+
+
+def silu_input_range(lo: float, hi: float) -> tuple[float, float]:
+    return max(lo, SILU_FLOOR), max(hi, SILU_FLOOR)
+
+
+def gates_itself(v: Value) -> bool:
+    """``v`` is read by exactly a sigmoid and the product of ``v`` with that sigmoid (x·σ(x))."""
+    readers = [op for op, _ in v.uses]
+    gate = [op for op in readers if op.opdef is nn.UNARY["sigmoid"]]
+    product = [op for op in readers if op.opdef is nn.MUL]
+    return (len(readers) == 2 and len(gate) == len(product) == 1
+            and {id(x) for x in product[0].operands} == {id(v), id(gate[0].result)})
+
 
 TANH = declare(QuantOp(
     qnn.TANH, OP.TANH, OpSpec((ACT,), FIXED(1.0 / 128.0, 0)),
