@@ -45,6 +45,7 @@ from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, constant_array, rank, unary
 from ..rules import ACT, FIXED, OpSpec
+from .activation import lower_unary
 from .registry import QuantOp, declare, declare_expansion
 
 MIN_INPUT_SCALE = 1e-4
@@ -241,11 +242,6 @@ def rsqrt_input_range(region: Region, ranges: list[tuple[float, float]]) -> str 
     return None
 
 
-def lower_rsqrt(lw: Lowerer, r: Region) -> Value:
-    op = r.match.ops["op"]
-    return lw.emit(qnn.RSQRT.build([lw.input(r.match["x"])], [lw.out_type(r)]), op).result
-
-
 def rsqrt_kernel(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
     p = qnn_ops.prepare_once(op, lambda: qk.prepare_rsqrt(qnn_ops.scale_of(xv), qnn_ops.zero_point_of(xv),
@@ -255,7 +251,7 @@ def rsqrt_kernel(op: Operation, x):
 
 RSQRT = declare(QuantOp(
     qnn.RSQRT, OP.RSQRT, OpSpec((ACT,), ACT),
-    patterns=(QuantizerPattern("rsqrt", _RSQRT, lower_rsqrt, check=_check_rsqrt, priority=-1,
+    patterns=(QuantizerPattern("rsqrt", _RSQRT, lower_unary(qnn.RSQRT), check=_check_rsqrt, priority=-1,
                                doc="Reciprocal(Sqrt(v)) or Pow(v, -0.5)"),),
     kernel=rsqrt_kernel, calibrated_check=rsqrt_input_range, qdq_ops=(nn.UNARY["sqrt"], nn.UNARY["reciprocal"]),
     doc="LiteRT RSQRT (integer inverse square root of v - zp, one multiplier)"))
