@@ -4,43 +4,20 @@ L2_NORMALIZATION form (``Config(layer_norm="l2")``) keeps them, the RSQRT form d
 when written: CTC strings equal to fp32 on 90% (l2) against 64% (rsqrt) of 100 other lines."""
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 import quantir as qr
 from quantir.runtime import run
 
-REPO = Path(__file__).resolve().parents[2]
-for _sub in ("scripts", "bench"):
-    if str(REPO / _sub) not in sys.path:
-        sys.path.insert(0, str(REPO / _sub))
-
 pytestmark = pytest.mark.slow
 
 
-def _model(name: str):
-    import _real_data as D
-    import fetch_real_models as F
-    model = D.BY_NAME[name]
-    if not model.path.is_file():
-        _, why = F.fetch()
-        if not model.path.is_file():
-            pytest.skip(f"{model.path} is missing ({'; '.join(why) or 'not fetched'}): run `make real-models`")
-    try:
-        D.fonts()
-        D.photos()
-    except D.DataUnavailable as e:
-        pytest.skip(str(e))
-    return model
-
-
-def test_layer_norm_l2_form_on_ppocrv6_small_rec():
+def test_layer_norm_l2_form_on_ppocrv6_small_rec(real_model):
     ort = pytest.importorskip("onnxruntime")
     from _real_metrics import ctc_greedy, string_equal_rate
-    model = _model("ppocrv6_small_rec")
+    model = real_model("ppocrv6_small_rec")
     chars = model.characters()
     calib, evaluate = model.inputs(200, seed=0), model.inputs(100, seed=1)
     session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
