@@ -18,6 +18,7 @@ passes and the mark must go. The quantizations that take over ~5 s here are ``sl
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -69,6 +70,12 @@ def _session(path):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+@functools.lru_cache(maxsize=None)
+def _reference(path):
+    """The fp32 model's session, built once per model for all the criteria that compare with it."""
+    return _session(path)
+
+
 def _batches(model, x: np.ndarray) -> list[np.ndarray]:
     step = 1 if model.kind in ONE_BY_ONE else len(x)
     return [x[i:i + step] for i in range(0, len(x), step)]
@@ -111,7 +118,7 @@ def quantized(real_model, tmp_path_factory):
 
 
 def _input_name(model) -> str:
-    return _session(model.path).get_inputs()[0].name
+    return _reference(model.path).get_inputs()[0].name
 
 
 def _export(path_or_error):
@@ -124,7 +131,7 @@ def _export(path_or_error):
 def test_quantir_run_float_matches_onnxruntime(name, real_model, tmp_path):
     from quantir.cli.main import main
     model = real_model(name)
-    session = _session(model.path)
+    session = _reference(model.path)
     feed_name = session.get_inputs()[0].name
     for k, shape in enumerate(model.sizes):
         x = model.inputs(shape[0], seed=7, shape=shape)
@@ -154,7 +161,7 @@ def test_quantize_keeps_dynamic_dims(name, quantized):
     original = onnx.load(str(model.path), load_external_data=False)
     inits = {i.name for i in original.graph.initializer}
     want_in = _dims([i for i in original.graph.input if i.name not in inits])
-    reference = _session(model.path)
+    reference = _reference(model.path)
     feed_name = reference.get_inputs()[0].name
     shapes = [[o.shape for o in reference.run(None, {feed_name: model.inputs(s[0], seed=7, shape=s)})]
               for s in model.sizes]
@@ -174,7 +181,7 @@ def test_quantize_keeps_dynamic_dims(name, quantized):
 def test_exports_run_in_onnxruntime_at_two_sizes(name, fmt, quantized):
     model, _, qdq, qop = quantized(name)
     session = _session(_export(qdq if fmt == "qdq" else qop))
-    reference = _session(model.path)
+    reference = _reference(model.path)
     feed_name = reference.get_inputs()[0].name
     for shape in model.sizes:
         x = model.inputs(shape[0], seed=7, shape=shape)
@@ -186,7 +193,7 @@ def test_exports_run_in_onnxruntime_at_two_sizes(name, fmt, quantized):
 @pytest.mark.parametrize("name", _params("casts", quantizes=True))
 def test_one_quantize_per_input_one_dequantize_per_output(name, quantized):
     model, result, _, _ = quantized(name)
-    reference = _session(model.path)
+    reference = _reference(model.path)
     n_in, n_out = len(reference.get_inputs()), len(reference.get_outputs())
     assert result.cast_counts() == (n_in, n_out), result.summary_dict(worst=0)["left_float"]
 
@@ -197,14 +204,14 @@ def test_qoperator_export_quantizes_once_per_input(name, quantized):
     model, _, _, qop = quantized(name)
     ops = [n.op_type for n in onnx.load(str(_export(qop))).graph.node]
     between = sorted({ops[i + 1] for i, op in enumerate(ops[:-1]) if op == "DequantizeLinear"})
-    assert ops.count("QuantizeLinear") == len(_session(model.path).get_inputs()), f"float ops between: {between}"
+    assert ops.count("QuantizeLinear") == len(_reference(model.path).get_inputs()), f"float ops between: {between}"
 
 
 @pytest.mark.parametrize("name", _params("accuracy", quantizes=True))
 def test_accuracy_against_fp32(name, quantized):
     from quantir.runtime import run
     model, result, _, _ = quantized(name)
-    reference = _session(model.path)
+    reference = _reference(model.path)
     feed_name = reference.get_inputs()[0].name
     batches = _batches(model, model.inputs(EVALUATION, seed=1))
     ref = [reference.run(None, {feed_name: b}) for b in batches]
