@@ -215,12 +215,42 @@ def test_the_run_time_reshape_refuses_a_result_its_type_contradicts():
 @pytest.mark.parametrize("consumer", ["Expand", "ConstantOfShape", "Tile"])
 def test_other_consumers_of_a_run_time_shape_name_the_node_and_the_input(make_onnx_model, consumer):
     # quantir follows run-time targets of Reshape only; the others must fold, and say so
-    dims = [helper.make_node("Shape", ["x"], ["xs"])]
+    # (Expand to a shape of another input's dims that nothing ties to x's: not provably a no-op)
+    dims = [helper.make_node("Shape", ["z"], ["xs"])]
     inputs = {"Expand": ["x", "xs"], "ConstantOfShape": ["xs"], "Tile": ["x", "xs"]}[consumer]
     what = {"Expand": "shape", "ConstantOfShape": "shape", "Tile": "repeats"}[consumer]
     slot = 0 if consumer == "ConstantOfShape" else 1
     nodes = [*dims, helper.make_node(consumer, inputs, ["y"], name="c")]
-    model = make_onnx_model(nodes, [("x", np.float32, (None, 3))], [("y", np.float32, None)])
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 3)), ("z", np.float32, ("M", 3))],
+                            [("y", np.float32, None)])
     with pytest.raises(UnsupportedOpError, match=rf"node 'c' \({consumer} -> 'y'\): input {slot} \('xs', the "
                                                  rf"{what}\) of {consumer} must be a constant"):
         load_onnx(model)
+
+
+def test_expand_to_dims_the_data_already_has_imports_and_runs(make_onnx_model):
+    # F.normalize exports norm.expand_as(x): the target is Shape(x), or built from the batch dim of
+    # another input that shares x's dim_param ("N" here, as exporters name every input's batch)
+    nodes = [helper.make_node("ReduceL2", ["x", "one"], ["n"], keepdims=1),
+             helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Shape", ["w"], ["ws"], start=0, end=1),
+             helper.make_node("Concat", ["ws", "three"], ["target"], axis=0),
+             helper.make_node("Expand", ["n", "xs"], ["e1"]),
+             helper.make_node("Expand", ["n", "target"], ["e2"]),
+             helper.make_node("Div", ["x", "e1"], ["y1"]),
+             helper.make_node("Div", ["x", "e2"], ["y2"])]
+    model = make_onnx_model(nodes, [("x", np.float32, (None, 3)), ("w", np.float32, (None, 5))],
+                            [("y1", np.float32, None), ("y2", np.float32, None)],
+                            {"three": np.array([3], np.int64), "one": np.array([1], np.int64)},
+                            opset=18)
+    module = load_onnx(model)
+    from quantir.runtime import run
+    rng = np.random.default_rng(0)
+    for batch in (1, 4):
+        x = rng.normal(size=(batch, 3)).astype(np.float32)
+        w = rng.normal(size=(batch, 5)).astype(np.float32)
+        got = run(module, {"x": x, "w": w})
+        want = x / np.linalg.norm(x, axis=1, keepdims=True)
+        got = list(got.values()) if isinstance(got, dict) else list(got)
+        for g in got:
+            np.testing.assert_allclose(g, want, rtol=1e-6)

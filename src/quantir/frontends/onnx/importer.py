@@ -223,6 +223,7 @@ class GraphImporter:
         for a, i in zip(self.fn.arguments, args):
             a.name_hint = i.name
             self.values[i.name] = a
+        symbolic.join_named_dims(self.dim_classes, self.fn.arguments, args)
         for t in graph.initializer:
             try:
                 array = to_array(t, f"initializer {quote_name(t.name)}")

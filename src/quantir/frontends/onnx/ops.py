@@ -259,6 +259,26 @@ def _reshape(ctx):
     return ctx.emit(nn.DYNAMIC_RESHAPE, [data, target], dims=dims, **attrs)
 
 
+def _expand(ctx):
+    """A constant shape, or one whose run-time entries are each the data's own (aligned) dim, as
+    far as the symbolic evaluator proves it: those entries become ``1``, which keeps that dim.
+    ``F.normalize`` exports ``norm.expand_as(x)`` with the batch dim read from another input."""
+    data, target = ctx.input(0), ctx.input(1)
+    sym = symbolic.lookup(target, ctx.importer.symbolic) if constant_value(target) is None else None
+    src = getattr(data.type, "shape", None)
+    if sym is None or sym.scalar or src is None:
+        return ctx.generic(nn.EXPAND)   # constant, or raises the "must be a constant" error
+    shape: list[int] = []
+    for pos, item in enumerate(sym.items):
+        j = pos - (len(sym.items) - len(src))   # the data dim this entry broadcasts against
+        own = isinstance(item, symbolic.Dim) and 0 <= j < len(src) and src[j] is None and (
+            (item.value is data and item.index == j) or ctx.importer.dim_classes.same(item, symbolic.Dim(data, j)))
+        if not (symbolic.known(item) or own):
+            return ctx.generic(nn.EXPAND)
+        shape.append(item if symbolic.known(item) else 1)
+    return ctx.emit(nn.EXPAND, [data], shape=tuple(shape))
+
+
 def _batch_norm(ctx):
     if len([o for o in ctx.node.output if o]) > 1:
         raise UnsupportedOpError("BatchNormalization with running mean/var outputs (training) is not supported")
@@ -284,6 +304,7 @@ CUSTOM: dict[str, Callable] = {
     "MatMulInteger": _integer_product(nn.MATMUL_INTEGER),
     "BatchNormalization": _batch_norm,
     "Reshape": _reshape,
+    "Expand": _expand,
     "LSTM": _lstm,
 }
 

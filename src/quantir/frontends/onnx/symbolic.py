@@ -214,6 +214,17 @@ class DimClasses:
         return isinstance(a, Dim) and isinstance(b, Dim) and self.find(a) == self.find(b)
 
 
+def join_named_dims(classes: DimClasses, args, inputs) -> None:
+    """Dynamic dims of the graph inputs that share a ``dim_param`` are one class: a symbolic dim
+    name stands for one size across the graph (exporters name the batch of every input alike)."""
+    first: dict[str, Dim] = {}
+    for arg, info in zip(args, inputs):
+        dims = _dims(arg)
+        for j, d in enumerate(info.type.tensor_type.shape.dim):
+            if d.dim_param and dims is not None and j < len(dims) and dims[j] is None:
+                classes.union(first.setdefault(d.dim_param, Dim(arg, j)), Dim(arg, j))
+
+
 def _dims(v: Value) -> tuple | None:
     return getattr(v.type, "shape", None)
 
@@ -308,6 +319,33 @@ def _kept_axes(op, classes, table, removed: bool):
             _join(classes, y, long_i, x, short_i)
 
 
+def _reduce_dims(op, classes, table):
+    """The axes a reduction keeps pass their dims through (shifted left without ``keepdims``)."""
+    from ...ir.dialects.nn_reduce import reduced_axes
+
+    x, y = op.operands[0], op.results[0]
+    if _dims(x) is None:
+        return
+    axes = reduced_axes(len(_dims(x)), {k: op.attr(k) for k in ("axes", "noop_with_empty_axes")})
+    kept = [i for i in range(len(_dims(x))) if i not in axes]
+    for out_i, in_i in enumerate(kept):
+        _join(classes, y, in_i if op.attr("keepdims") else out_i, x, in_i)
+
+
+def _gather_dims(op, classes, table):
+    """Gather's result is data[:axis] + indices + data[axis + 1:] (an embedding lookup keeps the ids' dims)."""
+    data, idx, y = op.operands[0], op.operands[1], op.results[0]
+    if _dims(data) is None or _dims(idx) is None:
+        return
+    axis = op.attr("axis") % len(_dims(data))
+    for i in range(axis):
+        _join(classes, y, i, data, i)
+    for i in range(len(_dims(idx))):
+        _join(classes, y, axis + i, idx, i)
+    for i in range(axis + 1, len(_dims(data))):
+        _join(classes, y, i + len(_dims(idx)) - 1, data, i)
+
+
 def _slice_dims(op, classes, table):
     x, y = op.operands[0], op.results[0]
     if _dims(x) is None:
@@ -362,6 +400,7 @@ _DIM_RULES = {**{d: _same_shape for d in _SAME_SHAPE}, **{d: _broadcast for d in
               nn.SQUEEZE: lambda op, c, t: _kept_axes(op, c, t, True),
               nn.UNSQUEEZE: lambda op, c, t: _kept_axes(op, c, t, False),
               nn.SLICE: _slice_dims, nn.CONCAT: _concat_dims, nn.MATMUL: _matmul_dims, nn.GEMM: _gemm_dims,
+              **{d: _reduce_dims for d in nn.REDUCE.values()}, nn.GATHER: _gather_dims,
               **{d: _batch_dim for d in (nn.CONV, nn.CONV_TRANSPOSE, nn.MAX_POOL, nn.AVERAGE_POOL,
                                          nn.GLOBAL_AVERAGE_POOL, nn.GLOBAL_MAX_POOL)}}
 
@@ -431,5 +470,6 @@ def lookup(v: Value, table: dict) -> SymTensor | None:
     return table.get(v)
 
 
-__all__ = ["Dim", "DimClasses", "Expr", "SymTensor", "combine", "evaluate", "known", "lookup", "relate",
+__all__ = ["Dim", "DimClasses", "Expr", "SymTensor", "combine", "evaluate", "join_named_dims", "known", "lookup",
+           "relate",
            "reshape_dims", "resolve_reshape", "static_length"]
