@@ -7,7 +7,7 @@ import pytest
 
 from quantir.datasets import sentences as S
 from quantir.datasets.errors import DatasetFormatError, DatasetNotFoundError
-from quantir.datasets.wordpiece import WordPiece, basic_tokenize, normalize
+from quantir.datasets.wordpiece import WordPiece, basic_tokenize, batches_by_length, normalize
 
 HOSTILE = [
     "",
@@ -100,3 +100,35 @@ def test_bad_vocab_files(tmp_path):
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(DatasetFormatError, match="UTF-8"):
         WordPiece.from_file(tmp_path / "bin.txt")
+
+
+def test_batches_by_length_need_no_padding(ours):
+    texts = S.calibration_sentences()[:60]
+    batches = batches_by_length(ours, texts, batch_size=4)
+    seen = sorted(i for idx, _ in batches for i in idx)
+    assert seen == list(range(len(texts)))
+    for idx, feeds in batches:
+        assert len(idx) <= 4 and feeds["attention_mask"].all()   # one length per batch: nothing padded
+        for row, i in zip(feeds["input_ids"], idx):
+            assert row.tolist() == ours.encode(texts[i])
+
+
+def test_minilm_data_files_are_calibration_data_quantir_accepts(ours, tmp_path, repo_root):
+    # scripts/minilm_data.py's files, read back by `quantir quantize --data a.npz b.npz ...`'s own loader
+    import importlib.util
+
+    from quantir.quantize.data import InputSpec, as_dataset
+    from quantir.types.builtin import TensorType, i64
+
+    spec = importlib.util.spec_from_file_location("minilm_data", repo_root / "scripts" / "minilm_data.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    texts = S.calibration_sentences()[:40]
+    paths = script.write_split(ours, texts, tmp_path / "calibration", 128)
+    assert len(paths) > 1   # several token lengths: one file each
+    inputs = [InputSpec(n, TensorType((None, None), i64)) for n in ("input_ids", "attention_mask", "token_type_ids")]
+    batches = list(as_dataset([str(p) for p in paths], [i.name for i in inputs]).batches(inputs, batch_size=8))
+    assert sum(b["input_ids"].shape[0] for b in batches) == len(texts)
+    assert all(b["attention_mask"].all() and b["input_ids"].dtype == np.int64 for b in batches)   # unpadded
+    rows = sorted(r.tolist() for b in batches for r in b["input_ids"])
+    assert rows == sorted(ours.encode(t) for t in texts)

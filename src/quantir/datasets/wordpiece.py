@@ -33,7 +33,8 @@ import numpy as np
 
 from quantir.datasets.errors import DatasetFormatError, DatasetNotFoundError
 
-__all__ = ["WordPiece", "SPECIAL_TOKENS", "MAX_INPUT_CHARS_PER_WORD", "basic_tokenize", "normalize"]
+__all__ = ["WordPiece", "SPECIAL_TOKENS", "MAX_INPUT_CHARS_PER_WORD", "basic_tokenize", "normalize",
+           "batches_by_length"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
@@ -193,3 +194,21 @@ class WordPiece:
             ids[i, : len(r)] = r
             mask[i, : len(r)] = 1
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+
+def batches_by_length(tokenizer: WordPiece, texts: Sequence[str], max_length: int | None = 128,
+                      batch_size: int | None = None) -> list[tuple[list[int], dict[str, np.ndarray]]]:
+    """``texts`` grouped by their token count, each group encoded without any padding (every mask
+    entry is 1): ``(indices into texts, feeds)`` per batch, shortest first, at most ``batch_size``
+    rows each. A model with a dynamic sequence axis then sees each sentence at its own length."""
+    by_length: dict[int, list[int]] = {}
+    for i, t in enumerate(texts):
+        by_length.setdefault(len(tokenizer.encode(t, max_length)), []).append(i)
+    out = []
+    for length in sorted(by_length):
+        idx = by_length[length]
+        step = batch_size or len(idx)
+        for start in range(0, len(idx), step):
+            chunk = idx[start:start + step]
+            out.append((chunk, tokenizer([texts[i] for i in chunk], max_length)))
+    return out

@@ -1,0 +1,344 @@
+"""all-MiniLM-L6-v2 quantized by the peers (and quantir), in ONNX Runtime: sentence-embedding cosine vs fp32.
+
+Data: the evaluation sentences of Python's help texts (``quantir.datasets.sentences``), every one
+of them, tokenized by ``quantir.datasets.wordpiece`` and run in batches of one token length (no
+padding); calibration on the disjoint calibration sentences. The model: ``make models``
+(.cache/models/minilm_l6.onnx). For each quantized model:
+
+* cosine between its sentence embedding and fp32's, mean and minimum over the sentences;
+* float ops: ONNX nodes that still compute in float. Q/DQ nodes and the ops that only move,
+  reshape, gather or cast data (``DATA_OPS``) are not counted; any other node counts unless all
+  its float inputs come from DequantizeLinear and all its float outputs feed only QuantizeLinear
+  (ONNX Runtime runs such a node as an integer kernel). A node with no float tensor at all
+  (MatMulInteger, QLinearMatMul, ...) is integer. Listed by op type;
+* file size, and latency: 1 thread, batch 1, sequences of 32 and 128 tokens of real text,
+  median of ``--rounds`` runs taken round-robin with fp32 so that load falls on all alike.
+
+Peers: ONNX Runtime ``quantize_static`` (QDQ, QInt8 activations and weights, per-channel weights;
+MinMax, Percentile, Entropy; a ``CalibrationDataReader`` over the calibration sentences),
+ONNX Runtime ``quantize_dynamic`` (QInt8 weights) and NNCF 3.4 ``nncf.quantize`` (ONNX backend),
+default and ``model_type=nncf.ModelType.TRANSFORMER`` (``make`` target $(BSTAMP) installs NNCF).
+quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config, its QDQ
+export run in ONNX Runtime; an exception is recorded as its text instead of numbers.
+
+ONNX Runtime's histogram calibrators (Percentile, Entropy) keep every intermediate tensor of
+every calibration batch in memory (about 0.5 MB per token on this model), so they calibrate on
+the first ``--histogram-sentences`` calibration sentences (default 256); MinMax and NNCF use all.
+
+    .venv/bin/python bench/transformers.py            # ~15 min on 2 shared cores
+    .venv/bin/python bench/transformers.py --quick    # fewer sentences and rounds, a smoke run
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import logging
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import machine, round_robin, write_json  # noqa: E402
+
+from quantir.datasets import sentences as S  # noqa: E402
+from quantir.datasets.wordpiece import WordPiece, batches_by_length  # noqa: E402
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+# ops that move, reshape, select or convert data without arithmetic on it
+DATA_OPS = {"Shape", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Gather", "Slice", "Expand",
+            "Flatten", "Identity", "Split", "Range", "Constant", "ConstantOfShape", "Cast"}
+FLOAT_TYPES = {1, 10, 11, 16}   # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+ORT_METHODS = ("MinMax", "Percentile", "Entropy")
+LATENCY_LENGTHS = (32, 128)
+
+
+# -- data --------------------------------------------------------------------------------------------
+
+def feeds_of(tokenizer: WordPiece, texts, batch_size: int) -> list[tuple[list[int], dict[str, np.ndarray]]]:
+    return batches_by_length(tokenizer, list(texts), max_length=128, batch_size=batch_size)
+
+
+def latency_feed(tokenizer: WordPiece, length: int) -> dict[str, np.ndarray]:
+    """One row of exactly ``length`` tokens of real text: evaluation sentences run together, cut."""
+    text = " ".join(S.evaluation_sentences()[:40])
+    return tokenizer([text], max_length=length, pad_to=length)
+
+
+# -- measuring one model -----------------------------------------------------------------------------
+
+def session(path: Path, threads: int = 1):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def embed(path: Path, batches, n: int, threads: int) -> np.ndarray:
+    sess = session(path, threads)
+    out = np.zeros((n, 384), np.float32)
+    for idx, feeds in batches:
+        out[idx] = sess.run(None, feeds)[0]
+    return out
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.sum(a * b, axis=1) / np.maximum(den, 1e-12)
+
+
+def float_ops(path: Path) -> dict[str, int]:
+    """Nodes that compute in float, by op type (see the module docstring for the rule)."""
+    import onnx
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    g = model.graph
+    elem = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
+    elem.update({t.name: t.data_type for t in g.initializer})
+    producer = {o: n.op_type for n in g.node for o in n.output}
+    consumers: dict[str, list[str]] = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            consumers[i].append(n.op_type)
+    graph_outputs = {o.name for o in g.output}
+    counts: collections.Counter = collections.Counter()
+    for n in g.node:
+        if n.op_type in QDQ_OPS or n.op_type in DATA_OPS:
+            continue
+        fin = [i for i in n.input if i and elem.get(i, 1) in FLOAT_TYPES]
+        fout = [o for o in n.output if o and elem.get(o, 1) in FLOAT_TYPES]
+        if not fin and not fout:
+            continue
+        integer = all(producer.get(i) == "DequantizeLinear" for i in fin) and \
+            all(o not in graph_outputs and consumers[o] and all(c == "QuantizeLinear" for c in consumers[o])
+                for o in fout)
+        if not integer:
+            counts[n.op_type] += 1
+    return dict(sorted(counts.items()))
+
+
+def measure(name: str, path: Path, ctx: dict, seconds: float, notes: list[str] | None = None) -> dict:
+    emb = embed(path, ctx["eval"], ctx["n_eval"], ctx["threads"])
+    cos = cosines(ctx["fp32"], emb)
+    ops = float_ops(path)
+    row = {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()),
+           "float_ops": int(sum(ops.values())), "float_op_types": ops,
+           "size_bytes": path.stat().st_size, "quantize_seconds": round(seconds, 1)}
+    if notes:
+        row["notes"] = notes[:10]
+    ctx["paths"][name] = path
+    print(f"  {name}: cosine mean {row['cosine_mean']:.4f} min {row['cosine_min']:.4f}, "
+          f"{row['float_ops']} float ops, {row['size_bytes'] / 1e6:.1f} MB, quantized in {seconds:.0f} s", flush=True)
+    return row
+
+
+# -- the peers ---------------------------------------------------------------------------------------
+
+class Reader:
+    """An ONNX Runtime CalibrationDataReader over a list of feed dicts."""
+
+    def __init__(self, feeds: list[dict]):
+        self.feeds = feeds
+        self.it = iter(feeds)
+
+    def get_next(self):
+        return next(self.it, None)
+
+    def rewind(self):
+        self.it = iter(self.feeds)
+
+
+def ort_static(model: Path, out: Path, calib: list[dict], method: str) -> None:
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    extra = {"CalibMaxIntermediateOutputs": 16} if method == "MinMax" else {}
+    with contextlib.redirect_stdout(io.StringIO()):   # its histogram chatter
+        quantize_static(str(model), str(out), Reader(calib), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, method), extra_options=extra)
+
+
+def ort_dynamic(model: Path, out: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(str(model), str(out), weight_type=QuantType.QInt8)
+
+
+def nncf_quantize(model: Path, out: Path, calib: list[dict], transformer: bool) -> list[str]:
+    os.environ.setdefault("NNCF_TELEMETRY_ENABLED", "0")
+    import nncf
+    import onnx
+    notes: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING and record.getMessage() not in notes:
+                notes.append(record.getMessage())
+
+    logger = logging.getLogger("nncf")
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [Collect()], False
+    try:
+        kwargs = {"model_type": nncf.ModelType.TRANSFORMER} if transformer else {}
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            q = nncf.quantize(onnx.load(str(model)), nncf.Dataset(calib), subset_size=len(calib), **kwargs)
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+    onnx.save_model(q, str(out))
+    return notes
+
+
+def peer_rows(args, ctx: dict, work: Path) -> dict:
+    rows: dict = {}
+    calib, hist = ctx["calib"], ctx["calib"][: args.histogram_sentences]
+    jobs = [(f"ort_static_{m.lower()}",
+             lambda out, m=m: ort_static(args.model, out, calib if m == "MinMax" else hist, m)) for m in ORT_METHODS]
+    jobs.append(("ort_dynamic", lambda out: ort_dynamic(args.model, out)))
+    jobs += [("nncf_default", lambda out: nncf_quantize(args.model, out, calib, False)),
+             ("nncf_transformer", lambda out: nncf_quantize(args.model, out, calib, True))]
+    for name, job in jobs:
+        if args.only and name not in args.only:
+            continue
+        out = work / f"{name}.onnx"
+        t = time.perf_counter()
+        try:
+            notes = job(out)
+            rows[name] = measure(name, out, ctx, time.perf_counter() - t, notes)
+        except Exception as e:   # a peer that fails is a result too
+            rows[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
+            print(f"  {name}: failed: {rows[name]['error'][:300]}", flush=True)
+    return rows
+
+
+# -- quantir -----------------------------------------------------------------------------------------
+
+def quantir_rows(args, ctx: dict, work: Path) -> dict:
+    """QUANTIR'S ROWS GO HERE. Today: ``quantir.quantize`` with the default Config on every calibration
+    sentence (batches of one length, unpadded), saved as QDQ and run in ONNX Runtime like the peers.
+    Add rows (int16x8, a budget, all-int8) as issue 15's items land; an exception is kept as text."""
+    import quantir
+    rows: dict = {}
+    out = work / "quantir_default.onnx"
+    t = time.perf_counter()
+    try:
+        result = quantir.quantize(str(args.model), calibration=[f for _, f in ctx["calib_batches"]])
+        result.save(out)
+        rows["quantir_default"] = measure("quantir_default", out, ctx, time.perf_counter() - t)
+    except Exception as e:
+        frames = traceback.extract_tb(e.__traceback__)
+        ours = [f for f in frames if "/quantir/" in f.filename]   # the last quantir frame, not ORT's
+        where = (ours or frames)[-1]
+        rows["quantir_default"] = {"error": f"{type(e).__name__}: {e}"[:2000],
+                                   "raised_at": f"{Path(where.filename).name}:{where.lineno} ({where.name})"}
+        print(f"  quantir_default: failed: {rows['quantir_default']['error'][:300]} "
+              f"at {rows['quantir_default']['raised_at']}", flush=True)
+    return rows
+
+
+# -- latency, table, main ----------------------------------------------------------------------------
+
+def latencies(paths: dict[str, Path], tokenizer: WordPiece, rounds: int, budget_s: float) -> dict:
+    out: dict = {}
+    for length in LATENCY_LENGTHS:
+        feed = latency_feed(tokenizer, length)
+        times = round_robin({k: session(p) for k, p in paths.items()}, feed, rounds, budget_s)
+        out[str(length)] = {k: round(float(np.median(v)), 3) for k, v in times.items()}
+    return out
+
+
+def table(rows: dict, lat: dict) -> str:
+    head = f"{'model':<22}{'cos mean':>9}{'cos min':>9}{'float ops':>10}{'MB':>7}" + \
+        "".join(f"{'ms@' + k:>9}" for k in lat) + "  float op types"
+    lines = [head, "-" * len(head)]
+    for name, r in rows.items():
+        ms = "".join(f"{lat[k].get(name, float('nan')):>9.2f}" for k in lat)
+        if "error" in r:
+            lines.append(f"{name:<22}  error: {r['error'][:150]}")
+        elif name == "fp32":
+            lines.append(f"{name:<22}{1:>9.4f}{1:>9.4f}{r['float_ops']:>10}{r['size_bytes'] / 1e6:>7.1f}{ms}")
+        else:
+            types = ", ".join(f"{k} {v}" for k, v in r["float_op_types"].items())
+            lines.append(f"{name:<22}{r['cosine_mean']:>9.4f}{r['cosine_min']:>9.4f}{r['float_ops']:>10}"
+                         f"{r['size_bytes'] / 1e6:>7.1f}{ms}  {types}")
+    return "\n".join(lines)
+
+
+def provenance() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for pkg in ("numpy", "onnx", "onnxruntime", "nncf"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, default=ROOT / ".cache/models/minilm_l6.onnx")
+    ap.add_argument("--vocab", type=Path, default=ROOT / ".cache/models/minilm_l6.vocab.txt")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/transformers.json")
+    ap.add_argument("--quick", action="store_true", help="64 calibration / 128 evaluation sentences, 10 rounds")
+    ap.add_argument("--rounds", type=int, default=50, help="latency runs per model and length (median)")
+    ap.add_argument("--histogram-sentences", type=int, default=256,
+                    help="calibration sentences for ORT's Percentile and Entropy (memory-bound)")
+    ap.add_argument("--threads", type=int, default=2, help="ORT threads for the accuracy runs (latency: 1)")
+    ap.add_argument("--only", nargs="*", help="peer rows to run (default all), e.g. ort_dynamic nncf_transformer")
+    ap.add_argument("--no-quantir", action="store_true")
+    args = ap.parse_args()
+    if not args.model.is_file() or not args.vocab.is_file():
+        print(f"skip: {args.model} or {args.vocab} missing (`make models`)")
+        return 0
+    logging.getLogger().setLevel(logging.ERROR)
+    tokenizer = WordPiece.from_file(args.vocab)
+    cal_texts, ev_texts = S.calibration_sentences(), S.evaluation_sentences()
+    if args.quick:
+        cal_texts, ev_texts, args.rounds = cal_texts[:64], ev_texts[:128], 10
+        args.histogram_sentences = min(args.histogram_sentences, 64)
+    ctx: dict = {"threads": args.threads, "paths": {"fp32": args.model}, "n_eval": len(ev_texts),
+                 "eval": feeds_of(tokenizer, ev_texts, 32),
+                 "calib_batches": feeds_of(tokenizer, cal_texts, 16)}
+    # peers calibrate one sentence per item: ORT's readers and NNCF's Dataset see each at its length
+    ctx["calib"] = [{k: v[j:j + 1] for k, v in f.items()} for _, f in ctx["calib_batches"]
+                    for j in range(f["input_ids"].shape[0])]
+    print(f"MiniLM: {len(cal_texts)} calibration / {len(ev_texts)} evaluation sentences", flush=True)
+    ctx["fp32"] = embed(args.model, ctx["eval"], len(ev_texts), args.threads)
+    fp32_ops = float_ops(args.model)
+    rows: dict = {"fp32": {"float_ops": int(sum(fp32_ops.values())), "float_op_types": fp32_ops,
+                           "size_bytes": args.model.stat().st_size}}
+    with tempfile.TemporaryDirectory(prefix="bench_transformers_") as d:
+        work = Path(d)
+        rows.update(peer_rows(args, ctx, work))
+        if not args.no_quantir:
+            rows.update(quantir_rows(args, ctx, work))
+        print("latency (1 thread, batch 1) ...", flush=True)
+        lat = latencies(ctx["paths"], tokenizer, args.rounds, budget_s=120)
+    print(table(rows, lat))
+    result = {
+        "what": "all-MiniLM-L6-v2: mean/min cosine of sentence embeddings vs fp32 on held-out sentences, in "
+                "ONNX Runtime; float ops = nodes computing in float (not Q/DQ, not data movement); latency ms, "
+                "1 thread, batch 1, median",
+        "sentences": {"calibration": len(cal_texts), "evaluation": len(ev_texts),
+                      "histogram_calibration": min(args.histogram_sentences, len(cal_texts))},
+        "settings": {"ort_static": "QDQ, QInt8 activations and weights, per_channel=True, no pre-processing",
+                     "ort_dynamic": "QInt8 weights, defaults",
+                     "nncf": "nncf.quantize ONNX backend, subset_size = all calibration sentences"},
+        "rows": rows, "latency_ms": lat, "rounds": args.rounds, "versions": provenance(), "machine": machine(),
+    }
+    out = args.out.resolve()
+    write_json(result, out, ROOT if out.is_relative_to(ROOT) else out.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
