@@ -49,7 +49,7 @@ def gather(x: np.ndarray, indices: np.ndarray, *, axis: int = 0, batch_dims: int
     array([[5, 6],
            [1, 2]], dtype=int8)
     """
-    x = check_quantized(x, "gather", "input", (np.int8, np.uint8))
+    x = check_quantized(x, "gather", "input", (np.int8, np.uint8, np.int16))
     idx = check_quantized(indices, "gather", "indices", _INDEX_DTYPES).astype(np.int64)
     a, b = _normalized_axes(x, idx, axis, batch_dims)
     size = x.shape[a]

@@ -13,6 +13,9 @@
 
 Both have the form ``clamp(MBQM(Σq - input_offset·N, M, sh) + output_offset)``, which is
 what :func:`mean` evaluates with the integers :func:`prepare_mean` computes.
+
+**int16** (``storage=np.int16``): ``reduce.cc`` Prepare requires zero point 0 on input and output;
+the arithmetic is the reference variant's, clamped to int16.
 """
 from __future__ import annotations
 
@@ -48,9 +51,14 @@ class MeanParams(KernelParams):
 
 
 def prepare_mean(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
-                 count: int, variant: MeanVariant = "reference") -> MeanParams:
+                 count: int, variant: MeanVariant = "reference", storage=np.int8) -> MeanParams:
     """Integers for :func:`mean` over ``count`` reduced elements (``PrepareMeanOrSum`` / ``Mean``)."""
     op = "mean"
+    if np.dtype(storage) == np.int16:
+        if int(input_zero_point) or int(output_zero_point):
+            raise QKernelError(f"{op}: int16 input and output need zero point 0, found {input_zero_point} and "
+                               f"{output_zero_point} (reduce.cc Prepare: TF_LITE_ENSURE_EQ zero_point, 0)")
+        variant = "reference"
     zp_in = check_zero_point(input_zero_point, op, "input zero point")
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
     if count <= 0:
@@ -70,13 +78,14 @@ def prepare_mean(input_scale: float, input_zero_point: int, output_scale: float,
 
 def mean(x: np.ndarray, *, axes: Sequence[int] | int, keepdims: bool, multiplier: int, shift: int,
          input_offset: int, output_offset: int, count: int) -> np.ndarray:
-    """Int8 mean over ``axes``; returns int8."""
+    """Mean over ``axes`` of int8 (or int16) data; returns the input's dtype."""
     op = "mean"
-    x = check_quantized(x, op, "input")
+    x = check_quantized(x, op, "input", (np.int8, np.int16))
     ax = resolve_axes(axes, x.ndim, op)
     n = reduced_count(x.shape, ax)
     if n != count:
         raise ValueError(f"{op}: the parameters were prepared for {count} elements, the axes {ax} reduce {n}")
     total = x.sum(axis=ax, keepdims=keepdims, dtype=np.int64) - int(input_offset) * n
     raw = multiply_by_quantized_multiplier(total, multiplier, shift)
-    return saturate(raw + int(output_offset), -128, 127).astype(np.int8)
+    lo, hi = (-32768, 32767) if x.dtype == np.int16 else (-128, 127)
+    return saturate(raw + int(output_offset), lo, hi).astype(x.dtype)
