@@ -103,9 +103,13 @@ def conv(op: Operation, x, w, b=None):
 def fully_connected(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     per_axis = isinstance(_q(wv.type), UniformQuantizedPerAxisType)
+    # 16x8 (i16 input): an int32 bias means LiteRT's quantized_bias_type INT32 (int32 accumulator)
+    wide = dict(storage=np.int16, input_zero_point=_z(xv),
+                bias_type="int32" if b is not None and np.asarray(b).dtype == np.int32 else "int64") \
+        if x.dtype == np.int16 else {}
     p = prepare_once(op, lambda: qk.prepare_fully_connected(
         _s(xv), _weight_scales(wv) if per_axis else _weight_scales(wv)[0], _s(y), _z(y), _act(op),
-        channels=w.shape[0]), key=w.shape[0])
+        channels=w.shape[0], **wide), key=w.shape[0])
     lead = x.shape[:-1]
     # LiteRT's reference kernel (BUILTIN_REF) requantizes FC in double — per channel and, in
     # ai-edge-litert 2.x, per tensor too (measured: 11 of 300 random per-tensor models differ
@@ -120,7 +124,9 @@ def binary(prepare, kernel):
     """A two-input kernel (ADD, SUB, MUL): Prepare from both inputs' and the output's parameters."""
     def run(op: Operation, a, b):
         av, bv, y = op.operands[0], op.operands[1], op.results[0]
-        p = prepare_once(op, lambda: prepare(_s(av), _s(bv), _s(y), _z(y), _act(op)))
+        # int16 operands: the 16-bit Prepare (zero points 0; ADD/SUB pick LiteRT's POT or general kernel)
+        wide = dict(storage=np.int16, input_zero_points=(_z(av), _z(bv))) if a.dtype == np.int16 else {}
+        p = prepare_once(op, lambda: prepare(_s(av), _s(bv), _s(y), _z(y), _act(op), **wide))
         return kernel(a, b, input1_zero_point=_z(av), input2_zero_point=_z(bv), **p.as_kwargs())
     return run
 
@@ -143,20 +149,23 @@ def mean(op: Operation, x):
         raise qk.QKernelError(f"MEAN {quote_name(op.label or op.name)}: the axes {list(axes)} of its input of shape "
                               f"{list(x.shape)} hold no element, so the mean is undefined; give the model an input "
                               "with a non-empty reduced axis")
-    p = prepare_once(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count), key=count)
+    p = prepare_once(op, lambda: qk.prepare_mean(_s(xv), _z(xv), _s(y), _z(y), count=count, storage=x.dtype),
+                     key=count)
     return qk.mean(x, axes=axes, keepdims=bool(op.attr("keepdims")), **p.as_kwargs())
 
 
 def concat(op: Operation, *xs):
     y = op.results[0]
-    prepare_once(op, lambda: qk.prepare_concatenation([(_s(v), _z(v)) for v in op.operands], _s(y), _z(y)))
+    prepare_once(op, lambda: qk.prepare_concatenation([(_s(v), _z(v)) for v in op.operands], _s(y), _z(y),
+                                                      storage=xs[0].dtype))
     return qk.concatenation(list(xs), axis=int(op.attr("axis")) % xs[0].ndim)
 
 
 def requantize(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
     p = prepare_once(op, lambda: qk.prepare_requantize(_s(xv), _s(y)))
-    return qk.requantize(x, input_zero_point=_z(xv), output_zero_point=_z(y), **p.as_kwargs())
+    return qk.requantize(x, input_zero_point=_z(xv), output_zero_point=_z(y),
+                         out_dtype=_q(y.type).storage_numpy_dtype, **p.as_kwargs())
 
 
 def pad(op: Operation, x):
