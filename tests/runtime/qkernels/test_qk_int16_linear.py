@@ -379,3 +379,54 @@ def test_squared_difference_has_no_int16_kernel_in_litert():
     x = np.ones((2, 3), I16)
     with pytest.raises(RuntimeError, match="SquaredDifference"):
         run_op(OP.SQUARED_DIFFERENCE, [T((2, 3), I16, 0.1), T((2, 3), I16, 0.1)], [T((2, 3), I16, 0.1)], [x, x])
+
+
+@hsettings(240)
+@given(data=st.data(), op=st.sampled_from(["RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V"]),
+       rank=st.integers(2, 4), seed=seeds)
+def test_data_movement_int16_matches_litert(data, op, rank, seed):
+    """The IR moves int16 values with numpy (no arithmetic); LiteRT's int16 kernels copy them the same way."""
+    from quantir.backends.tflite.schema import (ReshapeOptions, SliceOptions, SplitOptions, SplitVOptions,
+                                                StridedSliceOptions, TransposeOptions)
+    rng = np.random.default_rng(seed)
+    shape = tuple(data.draw(st.integers(1, 5)) for _ in range(rank))
+    x = int16_data(rng, shape)
+    xt = T(shape, I16, 0.01)
+
+    def i32(v):
+        v = np.asarray(v, np.int32)
+        return T(v.shape, np.int32, data=v)
+
+    if op == "RESHAPE":
+        new = tuple(rng.permutation(shape))
+        expected_np = [x.reshape(new)]
+        inputs, options = [xt, i32(new)], ReshapeOptions(new_shape=new)
+    elif op == "TRANSPOSE":
+        perm = rng.permutation(rank)
+        expected_np = [x.transpose(perm)]
+        inputs, options = [xt, i32(perm)], TransposeOptions()
+    elif op == "SLICE":
+        begin = [int(rng.integers(0, d)) for d in shape]
+        size = [int(rng.integers(1, d - b + 1)) for d, b in zip(shape, begin)]
+        expected_np = [x[tuple(slice(b, b + s) for b, s in zip(begin, size))]]
+        inputs, options = [xt, i32(begin), i32(size)], SliceOptions()
+    elif op == "STRIDED_SLICE":
+        begin = [int(rng.integers(0, d)) for d in shape]
+        end = [int(rng.integers(b + 1, d + 1)) for d, b in zip(shape, begin)]
+        strides = [int(rng.integers(1, 3)) for _ in shape]
+        expected_np = [x[tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))]]
+        inputs, options = [xt, i32(begin), i32(end), i32(strides)], StridedSliceOptions()
+    else:
+        axis = int(rng.integers(0, rank))
+        if op == "SPLIT":
+            n = int(shape[axis])
+            expected_np = np.split(x, n, axis=axis)
+            inputs, options = [i32(axis), xt], SplitOptions(num_splits=n)
+        else:
+            cut = int(rng.integers(0, shape[axis] + 1))
+            sizes = [cut, shape[axis] - cut]
+            expected_np = np.split(x, [cut], axis=axis)
+            inputs, options = [xt, i32(sizes), i32(axis)], SplitVOptions(num_splits=2)
+    outs = run_op(getattr(OP, op), inputs, [T(e.shape, I16, 0.01) for e in expected_np], [x], options)
+    for got, expected in zip(expected_np, outs):
+        assert_same(f"{op} (int16)", np.ascontiguousarray(got), expected)
