@@ -89,3 +89,11 @@ def test_requantize_int16_to_int16_runs_with_int16_storage():
                f"multiplier = array<i64: {p.multiplier}>, shift = array<i64: {p.shift}>")
     np.testing.assert_array_equal(got, qk.requantize(x, input_zero_point=0, output_zero_point=0, out_dtype=I16,
                                                      **p.as_kwargs()))
+
+
+def test_batch_matmul_int16_runs_the_16_bit_kernel():
+    """The adapter (quantize/ops/matmul.py) needs no change: the kernel dispatches on the int16 arrays."""
+    a, b = _data((2, 3, 8), 1), _data((2, 8, 4), 2)
+    got = _run("batch_matmul", [((2, 3, 8), 0.001), ((2, 8, 4), 0.002)], ((2, 3, 4), 0.5), [a, b])
+    p = qk.prepare_batch_matmul(0.001, 0.002, 0.5, 0, storage=I16)
+    np.testing.assert_array_equal(got, qk.batch_matmul(a, b, lhs_zero_point=0, rhs_zero_point=0, **p.as_kwargs()))
