@@ -19,6 +19,10 @@ float64 rounded to float32, the correctly rounded value, which a libm's float fu
 return for all but rare arguments (a possible, unobserved, source of one-step differences).
 
 GELU accepts any input and output parameters (no fixed output scale, unlike LOGISTIC).
+
+int16 (:func:`prepare_gelu_int16`, :func:`gelu_int16`): the same float32 transforms tabulated by
+``LUTPopulate<int16_t>`` into 513 entries and read with ``LUTLookup``'s interpolation
+(:mod:`._lut16`).
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ import numpy as np
 
 from quantir.runtime.qkernels._common import QKernelError
 from quantir.runtime.qkernels._lut import lookup, populate_lut, tanhf
+from quantir.runtime.qkernels._lut16 import lut16_lookup, lut16_values, populate_lut16
 
-__all__ = ["prepare_gelu", "gelu", "gelu_transform"]
+__all__ = ["prepare_gelu", "gelu", "gelu_transform", "prepare_gelu_int16", "gelu_int16"]
 
 _F32 = np.float32
 _MINUS_SQRT1_2 = _F32(-0.70710678118654752440)           # static_cast<float>(-1/√2)
@@ -88,3 +93,20 @@ def prepare_gelu(input_scale: float, input_zero_point: int, output_scale: float,
 def gelu(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
     """Int8 GELU: ``table[x + 128]`` (``LookupTable``); any shape, any layout."""
     return lookup(x, table, "gelu")
+
+
+def prepare_gelu_int16(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
+                       approximate: bool = False) -> np.ndarray:
+    """``GeluPrepare`` for int16: the 513-entry table, returned as its lookup of all 65,536 inputs."""
+    for name, scale in (("input", input_scale), ("output", output_scale)):
+        s = np.float32(scale)
+        if not (np.isfinite(s) and s > 0):
+            raise QKernelError(f"gelu: the {name} scale must be a positive finite float32, found {scale}")
+    lut = populate_lut16(lambda x: gelu_transform(x, approximate), input_scale, input_zero_point, output_scale,
+                         output_zero_point)
+    return lut16_values(lut)
+
+
+def gelu_int16(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
+    """Int16 GELU: gathers the interpolated table at every element."""
+    return lut16_lookup(x, table, "gelu")

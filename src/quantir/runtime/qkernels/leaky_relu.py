@@ -6,6 +6,10 @@ With ``x = q - zp_in``: ``out = clamp(zp_out + MBQM(x, M_id, sh_id))`` for ``x >
 gives a negative ``M_a``; the kernel then computes ``zp_out - MBQM(x, -M_a, sh_a)``
 (``QuantizeLeakyRelu``: "extract the sign and create a safely positive multiplier"),
 which rounds differently from a signed multiply. No fused activation.
+
+int16 (:func:`prepare_leaky_relu_int16`, :func:`leaky_relu_int16`): the same reference template with
+int16 storage, zero points 0 (``LeakyReluPrepare`` checks both) and an int16 clamp. (The default
+resolver runs ``optimized_integer_ops::QuantizeLeakyRelu`` for int16 instead.)
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ from quantir.runtime.qkernels._common import (
     lookup_table,
     multiply_by_quantized_multiplier,
 )
+from quantir.runtime.qkernels._lut16 import INT16_VALUES, check_int16_zero_point
 
-__all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu"]
+__all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu", "prepare_leaky_relu_int16", "leaky_relu_int16"]
 
 
 @dataclass(frozen=True)
@@ -57,14 +62,36 @@ def prepare_leaky_relu(input_scale: float, input_zero_point: int, alpha: float, 
                            check_zero_point(output_zero_point, op, "output zero point"), mi, si, ma, sa)
 
 
-def leaky_relu(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
-               identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
-    x = check_quantized(x, "leaky_relu", "input")
-    # A function of one int8 value: evaluate it on all 256, then gather.
-    v = INT8_VALUES - int(input_zero_point)
+def prepare_leaky_relu_int16(input_scale: float, input_zero_point: int, alpha: float, output_scale: float,
+                             output_zero_point: int) -> LeakyReluParams:
+    check_int16_zero_point(input_zero_point, "leaky_relu", "input zero point")
+    check_int16_zero_point(output_zero_point, "leaky_relu", "output zero point")
+    return prepare_leaky_relu(input_scale, 0, alpha, output_scale, 0)
+
+
+def _leaky_relu_values(values: np.ndarray, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
+                       identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
+    v = values - int(input_zero_point)
     positive = multiply_by_quantized_multiplier(v, identity_multiplier, identity_shift)
     negative = multiply_by_quantized_multiplier(v, abs(alpha_multiplier), alpha_shift)
     if alpha_multiplier < 0:
         negative = -negative
-    raw = np.where(v >= 0, positive, negative) + int(output_zero_point)
+    return np.where(v >= 0, positive, negative) + int(output_zero_point)
+
+
+def leaky_relu_int16(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
+                     identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
+    """Int16 leaky ReLU: evaluated on all 65,536 values, then gathered."""
+    x = check_quantized(x, "leaky_relu", "input", (np.int16,))
+    raw = _leaky_relu_values(INT16_VALUES, input_zero_point, output_zero_point, identity_multiplier, identity_shift,
+                             alpha_multiplier, alpha_shift)
+    return lookup_table(x, saturate(raw, -32768, 32767).astype(np.int16))
+
+
+def leaky_relu(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
+               identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
+    x = check_quantized(x, "leaky_relu", "input")
+    # A function of one int8 value: evaluate it on all 256, then gather.
+    raw = _leaky_relu_values(INT8_VALUES, input_zero_point, output_zero_point, identity_multiplier, identity_shift,
+                             alpha_multiplier, alpha_shift)
     return lookup_table(x, saturate(raw, -128, 127).astype(np.int8))

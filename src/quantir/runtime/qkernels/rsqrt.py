@@ -11,6 +11,11 @@ the quotient in double). Per value ``v = q - zp_in``::
 
 The output is a function of one int8 value: the formula runs on the 256 values once (at Prepare)
 and the kernel gathers.
+
+int16 (:func:`prepare_rsqrt_int16`, :func:`rsqrt_int16`): zero points 0 (Prepare checks both) and a
+513-entry table (:mod:`._lut16`, float32) of ``1.0f / sqrtf(x)`` for ``x > 0`` and
+``f32(32767 · s_out)`` (the largest output) for ``x <= 0``, read with interpolation; a negative input
+fails the invocation as in int8.
 """
 from __future__ import annotations
 
@@ -21,8 +26,9 @@ import numpy as np
 from quantir.numerics import get_inv_sqrt_quantized_multiplier_exp, quantize_multiplier, saturate
 from quantir.runtime.qkernels._common import (INT8_VALUES, KernelParams, QKernelError, check_quantized,
                                               check_zero_point, lookup_table, multiply_by_quantized_multiplier)
+from quantir.runtime.qkernels._lut16 import check_int16_zero_point, lut16_lookup, lut16_values, populate_lut16
 
-__all__ = ["RsqrtParams", "prepare_rsqrt", "rsqrt"]
+__all__ = ["RsqrtParams", "prepare_rsqrt", "rsqrt", "prepare_rsqrt_int16", "rsqrt_int16"]
 
 _SHIFT = 20   # LiteRT's kShift: the reciprocal square root kept as an integer in Q.20
 
@@ -63,3 +69,30 @@ def rsqrt(x: np.ndarray, *, table: np.ndarray, input_zero_point: int) -> np.ndar
                            f"negative real value: LiteRT fails the invocation (Rsqrt is only defined for "
                            f"positive values)")
     return lookup_table(x, np.asarray(table, np.int8))
+
+
+def prepare_rsqrt_int16(input_scale: float, input_zero_point: int, output_scale: float,
+                        output_zero_point: int) -> np.ndarray:
+    """``GenericPrepare`` of RSQRT for int16: the interpolated table, as its lookup of all 65,536 inputs."""
+    check_int16_zero_point(input_zero_point, "rsqrt", "input zero point")
+    check_int16_zero_point(output_zero_point, "rsqrt", "output zero point")
+    for name, scale in (("input", input_scale), ("output", output_scale)):
+        s = np.float32(scale)
+        if not (np.isfinite(s) and s > 0):
+            raise QKernelError(f"rsqrt: the {name} scale must be a positive finite float32, found {scale}")
+    largest = np.float32(32767) * np.float32(output_scale)
+    one = np.float32(1.0)
+
+    def transform(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(x <= 0, largest, one / np.sqrt(np.maximum(x, np.float32(0)))).astype(np.float32)
+
+    return lut16_values(populate_lut16(transform, input_scale, 0, output_scale, 0))
+
+
+def rsqrt_int16(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
+    x = check_quantized(x, "rsqrt", "input", (np.int16,))
+    if x.size and int(x.min()) < 0:
+        raise QKernelError(f"rsqrt: int16 input value {int(x.min())} is negative: LiteRT fails the invocation "
+                           f"(Rsqrt is only defined for positive values)")
+    return lut16_lookup(x, table, "rsqrt")

@@ -14,9 +14,18 @@
   libm ``expf`` by one ulp in rare entries.
 
 Both reduce over ``axis`` (LiteRT: the last axis).
+
+int16 -> int16, output (1/32768, 0): :func:`prepare_softmax_int16` / :func:`softmax_int16`, LiteRT's
+``SoftmaxInt16`` (the only int16 kernel, in every resolver). Prepare builds two 513-entry tables in
+double (:mod:`._lut16`): ``exp`` over [-10, 0] and ``1/(1 + x)`` over [0, 1], both with output steps of
+2/65535, and ``(M, s) = QuantizeMultiplier(f32(s_in·beta) / (10/65535))``. Per row, with
+``d = q - max(q)``: ``e = lut_exp(clamp16(MBQM(d, M, s) + 32767))`` (Q0.15), ``S = Σ e`` (int32),
+``h = clz32(S)``, ``r = lut_recip(clamp16((((S << (h-1)) + 2**13) >> 14) - 3·2**15))``, and
+``out = clamp((e·r + 2**(30-h)) >> (31 - h), 0, 32767)``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,10 +33,12 @@ import numpy as np
 
 from quantir.numerics import (
     calculate_input_radius,
+    count_leading_zeros_32,
     exp_on_negative_values,
     get_reciprocal,
     multiply_by_quantized_multiplier_greater_than_one,
     preprocess_softmax_scaling,
+    quantize_multiplier,
     rescale,
     round_half_away,
     rounding_divide_by_pot,
@@ -35,9 +46,14 @@ from quantir.numerics import (
     saturating_rounding_doubling_high_mul,
     wrap_int32,
 )
-from quantir.runtime.qkernels._common import KernelParams, QKernelError, check_quantized, check_zero_point
+from quantir.runtime.qkernels._common import (INT32_MAX, KernelParams, QKernelError, check_quantized, check_zero_point,
+                                              multiply_by_quantized_multiplier)
+from quantir.runtime.qkernels._lut16 import check_int16_zero_point, lut16_values, populate_lut16
 
-__all__ = ["SoftmaxParams", "SoftmaxLutParams", "prepare_softmax", "softmax", "softmax_lut", "reference_softmax_aborts"]
+__all__ = ["SoftmaxParams", "SoftmaxLutParams", "prepare_softmax", "softmax", "softmax_lut", "reference_softmax_aborts",
+           "SoftmaxInt16Params", "prepare_softmax_int16", "softmax_int16", "SOFTMAX_INT16_OUTPUT"]
+
+SOFTMAX_INT16_OUTPUT = (1 / 32768, 0)   # the (scale, zero point) LiteRT requires of an int16 output
 
 _SCALED_DIFF_INTEGER_BITS = 5
 _ACCUMULATION_INTEGER_BITS = 12
@@ -152,3 +168,78 @@ def softmax_lut(x: np.ndarray, *, table: np.ndarray, output_scale: float, output
     rounded = round_half_away(e * inv)
     out = saturate(rounded + int(output_zero_point), -128, 127).astype(np.int8)
     return np.moveaxis(out, -1, axis)
+
+
+# ---------------------------------------------------------------------------
+# int16
+
+
+@dataclass(frozen=True)
+class SoftmaxInt16Params(KernelParams):
+    input_multiplier: int
+    input_left_shift: int
+    exp_values: np.ndarray          # int16[65536]: LUTLookup of the exp table at every int16 value
+    reciprocal_values: np.ndarray   # int16[65536]: the same for the 1/(1 + x) table
+
+
+_INT16_RANGE = 65535   # int16 max - min, the C++ ``range``
+
+
+def softmax_int16_tables() -> tuple[np.ndarray, np.ndarray]:
+    """SoftmaxPrepare's two int16 tables (513 entries each): exp on [-10, 0], 1/(1+x) on [0, 1]."""
+    exp_lut = populate_lut16(lambda x: np.array([math.exp(v) for v in x]), 10.0 / _INT16_RANGE, 32767,
+                             2.0 / _INT16_RANGE, 0, np.float64)
+    recip_lut = populate_lut16(lambda x: 1.0 / (1.0 + x), 1.0 / _INT16_RANGE, -32768, 2.0 / _INT16_RANGE, 0,
+                               np.float64)
+    return exp_lut, recip_lut
+
+
+def prepare_softmax_int16(input_scale: float, beta: float = 1.0, output_scale: float = 1 / 32768,
+                          output_zero_point: int = 0, input_zero_point: int = 0) -> SoftmaxInt16Params:
+    """``SoftmaxPrepare`` for int16 in and out: the checks, the tables and the input multiplier."""
+    check_int16_zero_point(input_zero_point, "softmax", "input zero point")
+    # TF_LITE_ENSURE_EQ(zp, 0); TF_LITE_ENSURE_NEAR(scale, 1/32768, 0.001/32768), in float32.
+    target = np.float32(1.0) / np.float32(32768.0)
+    if int(output_zero_point) != 0 or abs(np.float32(output_scale) - target) > np.float32(0.001) * target:
+        raise QKernelError(f"softmax: int16 output must be quantized with scale 1/32768 (within 0.1%) and zero "
+                           f"point 0 (LiteRT SoftmaxPrepare), found scale {output_scale} and zero point "
+                           f"{output_zero_point}")
+    real = float(np.float32(input_scale) * np.float32(beta)) / (10.0 / 65535.0)
+    if not (np.isfinite(real) and real > 0):
+        raise QKernelError(f"softmax: input scale × beta must be a positive finite float32, found input scale "
+                           f"{input_scale:g} and beta {beta:g}")
+    big_m, shift = quantize_multiplier(real)
+    exp_lut, recip_lut = _tables()
+    return SoftmaxInt16Params(big_m, shift, lut16_values(exp_lut), lut16_values(recip_lut))
+
+
+_TABLES: list = []
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    if not _TABLES:   # they depend on nothing: built once per process
+        _TABLES.append(softmax_int16_tables())
+    return _TABLES[0]
+
+
+def softmax_int16(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, exp_values: np.ndarray,
+                  reciprocal_values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``SoftmaxInt16`` along ``axis`` (LiteRT: the last axis, any rank: older sources refused rank 5 and
+    more, ai-edge-litert 2.3.0 runs them); output (1/32768, 0)."""
+    x = check_quantized(x, "softmax", "input", (np.int16,))
+    q = np.moveaxis(x, axis, -1).astype(np.int64)
+    if q.size == 0:
+        return x.copy()
+    diff = q - q.max(axis=-1, keepdims=True)                       # [-65535, 0]
+    scaled = multiply_by_quantized_multiplier(diff, input_multiplier, input_left_shift)
+    exps = exp_values[np.clip(scaled + 32767, -32768, 32767) + 32768].astype(np.int64)   # Q0.15
+    total = exps.sum(axis=-1, keepdims=True)                       # int32 in LiteRT; >= 1 row max
+    if total.max() > INT32_MAX:
+        raise QKernelError(f"softmax: a row of {q.shape[-1]} int16 values sums its exponentials past int32 "
+                           "(LiteRT's sum_of_exps overflows)")
+    headroom = count_leading_zeros_32(total).astype(np.int64)      # h - 1 bits of headroom
+    normalized = ((total << (headroom - 1)) + (1 << 13)) >> 14     # [2**16, 2**17]
+    recip = reciprocal_values[np.clip(normalized - 3 * (1 << 15), -32768, 32767) + 32768].astype(np.int64)
+    right = 31 - headroom
+    out = (exps * recip + (np.int64(1) << (right - 1))) >> right
+    return np.moveaxis(np.clip(out, 0, 32767).astype(np.int16), -1, axis)
