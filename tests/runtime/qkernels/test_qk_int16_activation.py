@@ -5,6 +5,7 @@ Per op: 200 hypothesis examples on rank 2-4 tensors with input scales of transfo
 is elementwise, and the parameter checks of each Prepare. HARD_SWISH, L2_NORMALIZATION and
 LOG_SOFTMAX have no int16 kernel in LiteRT: that is checked too, so a LiteRT that gains one fails here.
 """
+import functools
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from .qk_oracle import OP, T, assert_same, hsettings, log_uniform, run_op, seeds
 from quantir.backends.tflite import L2NormOptions, LeakyReluOptions, SoftmaxOptions
 from quantir.backends.tflite.schema import GeluOptions, LogSoftmaxOptions
 from quantir.runtime import qkernels as qk
-from quantir.runtime.qkernels._lut16 import checked_log2, sigmoid_table_uint16
+from quantir.runtime.qkernels._lut16 import checked_log2, prepare_sigmoid_family, sigmoid_table_uint16
 
 pytestmark = pytest.mark.oracle
 
@@ -61,16 +62,16 @@ def test_softmax_int16_matches_litert(shape, s_in, beta, spread, seed, ties):
     x = int16_data(seed, shape, spread)
     if ties:
         x.reshape(-1, shape[-1])[0, :] = x.reshape(-1)[0]   # a row of equal logits
-    p = qk.prepare_softmax_int16(s_in, beta)
+    p = qk.prepare_softmax(s_in, beta, storage=np.int16)
     expected = one_op(OP.SOFTMAX, x, s_in, Q15, SoftmaxOptions(beta=beta))
-    assert_same("SOFTMAX int16", qk.softmax_int16(x, **p.as_kwargs()), expected)
+    assert_same("SOFTMAX int16", qk.softmax(x, **p.as_kwargs()), expected)
 
 
 def test_softmax_int16_values():
     # Two equal logits: 1/2 each (16384 of 32768); logits 10 apart (s_in 0.01, q 1000 apart):
     # 1/(1 + e^-10) and e^-10/(1 + e^-10) = 1.49 steps. LiteRT's tables are good to about a step.
-    p = qk.prepare_softmax_int16(0.01)
-    y = qk.softmax_int16(np.array([[5, 5], [1000, 0]], np.int16), **p.as_kwargs())
+    p = qk.prepare_softmax(0.01, storage=np.int16)
+    y = qk.softmax(np.array([[5, 5], [1000, 0]], np.int16), **p.as_kwargs())
     assert abs(int(y[0, 0]) - 16384) <= 1 and y[0, 0] == y[0, 1]
     exact = 32768 * np.array([1, np.exp(-10)]) / (1 + np.exp(-10))
     assert np.abs(y[1] - exact).max() <= 1
@@ -80,14 +81,14 @@ def test_softmax_int16_refuses_what_litert_refuses():
     x = np.zeros((1, 4), np.int16)
     for s_out, zp_out in ((1 / 32768 * 1.01, 0), (1 / 256, 0), (1 / 32768, 3)):
         with pytest.raises(qk.QKernelError, match="int16 output must be quantized with scale 1/32768"):
-            qk.prepare_softmax_int16(0.01, 1.0, s_out, zp_out)
+            qk.prepare_softmax(0.01, 1.0, s_out, zp_out, storage=np.int16)
         with pytest.raises(RuntimeError, match="SOFTMAX"):
             one_op(OP.SOFTMAX, x, 0.01, s_out, SoftmaxOptions(beta=1.0), zp_out=zp_out)
     # 0.05% off 1/32768 is within LiteRT's TF_LITE_ENSURE_NEAR: both accept it
-    qk.prepare_softmax_int16(0.01, 1.0, 1 / 32768 * 1.0005)
+    qk.prepare_softmax(0.01, 1.0, 1 / 32768 * 1.0005, storage=np.int16)
     one_op(OP.SOFTMAX, x, 0.01, 1 / 32768 * 1.0005, SoftmaxOptions(beta=1.0))
     with pytest.raises(qk.QKernelError, match="input zero point must be 0"):
-        qk.prepare_softmax_int16(0.01, input_zero_point=1)
+        qk.prepare_softmax(0.01, storage=np.int16, input_zero_point=1)
     with pytest.raises(RuntimeError, match="SOFTMAX"):
         one_op(OP.SOFTMAX, x, 0.01, Q15, SoftmaxOptions(beta=1.0), zp_in=1)
 
@@ -97,8 +98,8 @@ def test_softmax_int16_any_positive_input_scale(s_in):
     """LiteRT takes any input scale: tiny ones flatten every row (multiplier 0 or all within a step),
     up to 5 the largest difference (65535) still fits the rescaling's int32."""
     x = np.array([[-32768, -20000, 0, 100, 32767, 32700]], np.int16)
-    p = qk.prepare_softmax_int16(s_in)
-    assert_same("SOFTMAX int16 (extreme input scales)", qk.softmax_int16(x, **p.as_kwargs()),
+    p = qk.prepare_softmax(s_in, storage=np.int16)
+    assert_same("SOFTMAX int16 (extreme input scales)", qk.softmax(x, **p.as_kwargs()),
                 one_op(OP.SOFTMAX, x, s_in, Q15, SoftmaxOptions(beta=1.0)))
 
 
@@ -107,7 +108,7 @@ def test_softmax_int16_refuses_a_rescaling_that_overflows():
     then not a softmax): quantir refuses the row instead of inventing integers."""
     x = np.array([[-32768, 0, 32767]], np.int16)
     with pytest.raises(qk.QKernelError, match="overflows int32"):
-        qk.softmax_int16(x, **qk.prepare_softmax_int16(10.0).as_kwargs())
+        qk.softmax(x, **qk.prepare_softmax(10.0, storage=np.int16).as_kwargs())
     y = one_op(OP.SOFTMAX, x, 10.0, Q15, SoftmaxOptions(beta=1.0))
     assert y.astype(np.int64).sum() < 32768 * 0.9 or y[0, 0] > 0   # not the one-hot softmax of these logits
 
@@ -116,16 +117,16 @@ def test_softmax_int16_refuses_a_rescaling_that_overflows():
 def test_softmax_int16_any_rank(shape):
     """Older LiteRT sources refuse int16 SOFTMAX above rank 4; ai-edge-litert 2.3.0 runs it on the last axis."""
     x = int16_data(7, shape, 3000)
-    p = qk.prepare_softmax_int16(0.003)
-    assert_same("SOFTMAX int16 (rank 1, 5, 6)", qk.softmax_int16(x, **p.as_kwargs()),
+    p = qk.prepare_softmax(0.003, storage=np.int16)
+    assert_same("SOFTMAX int16 (rank 1, 5, 6)", qk.softmax(x, **p.as_kwargs()),
                 one_op(OP.SOFTMAX, x, 0.003, Q15, SoftmaxOptions(beta=1.0)))
 
 
 # ---------------------------------------------------------------------------
 # LOGISTIC and TANH (fixed point on LiteRT's sigmoid table)
 
-SIGMOID_FAMILY = {"LOGISTIC": (OP.LOGISTIC, qk.prepare_logistic_int16, qk.logistic_int16),
-                  "TANH": (OP.TANH, qk.prepare_tanh_int16, qk.tanh_int16)}
+SIGMOID_FAMILY = {"LOGISTIC": (OP.LOGISTIC, functools.partial(qk.prepare_logistic, storage=np.int16), qk.logistic),
+                  "TANH": (OP.TANH, functools.partial(qk.prepare_tanh, storage=np.int16), qk.tanh)}
 
 
 @pytest.mark.parametrize("name", sorted(SIGMOID_FAMILY))
@@ -135,8 +136,7 @@ SIGMOID_FAMILY = {"LOGISTIC": (OP.LOGISTIC, qk.prepare_logistic_int16, qk.logist
 def test_logistic_tanh_int16_match_litert(name, shape, s_in, spread, seed):
     code, prepare, kernel = SIGMOID_FAMILY[name]
     x = int16_data(seed, shape, spread)
-    p = prepare(s_in)
-    assert_same(f"{name} int16", kernel(x, **p.as_kwargs()), one_op(code, x, s_in, Q15))
+    assert_same(f"{name} int16", kernel(x, table=prepare(s_in, 0)), one_op(code, x, s_in, Q15))
 
 
 @pytest.mark.parametrize("name", sorted(SIGMOID_FAMILY))
@@ -147,21 +147,26 @@ def test_logistic_tanh_int16_every_input(name, s_in):
     3.0: q·M wraps int32, as LiteRT's arithmetic does)."""
     code, prepare, kernel = SIGMOID_FAMILY[name]
     s_in = float(np.float32(s_in))
-    p = prepare(s_in)
-    assert_same(f"{name} int16 (all inputs)", kernel(ALL16, **p.as_kwargs()), one_op(code, ALL16, s_in, Q15))
+    assert_same(f"{name} int16 (all inputs)", kernel(ALL16, table=prepare(s_in, 0)), one_op(code, ALL16, s_in, Q15))
 
 
 def test_logistic_tanh_int16_values():
     # s_in = 2**-12 (x = q/4096, up to 8): both within 2 steps of 1/32768 of the real functions
-    lp = qk.prepare_logistic_int16(2**-12)
-    tp = qk.prepare_tanh_int16(2**-12)
-    assert (lp.input_multiplier, tp.input_multiplier) == (0, 0)   # power of two: no rescaling
     x = np.array([0, 4096, -4096, 20000, 32767], np.int16)
     real = x / 4096.0
-    assert np.abs(qk.logistic_int16(x, **lp.as_kwargs()) - 32768 / (1 + np.exp(-real))).max() <= 2
-    assert np.abs(qk.tanh_int16(x, **tp.as_kwargs()) - 32768 * np.tanh(real)).max() <= 2
-    # a non-power-of-two scale: M = trunc(s·4096·3·2**n) just above 32767/2
-    p = qk.prepare_logistic_int16(0.001)
+    y = qk.logistic(x, table=qk.prepare_logistic(2**-12, 0, storage=np.int16))
+    assert np.abs(y - 32768 / (1 + np.exp(-real))).max() <= 2
+    y = qk.tanh(x, table=qk.prepare_tanh(2**-12, 0, storage=np.int16))
+    assert np.abs(y - 32768 * np.tanh(real)).max() <= 2
+
+
+def test_sigmoid_family_input_rescaling():
+    # power-of-two input scales need no multiplier (2**-11 only for TANH); others get
+    # M = trunc(s·4096·3·2**n), just above 32767/2
+    assert prepare_sigmoid_family("logistic", 2**-12, 0, Q15, 0, (0,)).input_multiplier == 0
+    assert prepare_sigmoid_family("tanh", 2**-11, 0, Q15, 0, (0, 1)).input_multiplier == 0
+    assert prepare_sigmoid_family("logistic", 2**-11, 0, Q15, 0, (0,)).input_multiplier > 0
+    p = prepare_sigmoid_family("logistic", 0.001, 0, Q15, 0, (0,))
     assert 16383.5 < p.input_multiplier < 32768 and p.input_multiplier == int(0.001 * 12288 * 2**p.input_left_shift)
 
 
@@ -183,10 +188,10 @@ def test_logistic_tanh_int16_output_checks():
     # LOGISTIC wants exactly 1/32768; TANH accepts CheckedLog2's tolerance (both sides agree)
     near = 1 / 32768 * 1.0005
     with pytest.raises(qk.QKernelError, match="exactly 1/32768"):
-        qk.prepare_logistic_int16(0.001, 0, near, 0)
+        qk.prepare_logistic(0.001, 0, near, 0, storage=np.int16)
     with pytest.raises(RuntimeError, match="LOGISTIC"):
         one_op(OP.LOGISTIC, x, 0.001, near)
-    qk.prepare_tanh_int16(0.001, 0, near, 0)
+    qk.prepare_tanh(0.001, 0, near, 0, storage=np.int16)
     one_op(OP.TANH, x, 0.001, near)
     for name, (code, prepare, _) in SIGMOID_FAMILY.items():
         with pytest.raises(qk.QKernelError, match="1/32768"):
@@ -211,17 +216,17 @@ def test_gelu_int16_matches_litert(shape, s_in, ratio, approximate, zps, spread,
     """LiteRT's int16 GELU checks no zero point: the table only shifts its output range."""
     s_out = float(np.float32(s_in * ratio))
     x = int16_data(seed, shape, spread)
-    table = qk.prepare_gelu_int16(s_in, zps[0], s_out, zps[1], approximate=approximate)
+    table = qk.prepare_gelu(s_in, zps[0], s_out, zps[1], approximate=approximate, storage=np.int16)
     expected = one_op(OP.GELU, x, s_in, s_out, GeluOptions(approximate=approximate), *zps)
-    assert_same("GELU int16", qk.gelu_int16(x, table=table), expected)
+    assert_same("GELU int16", qk.gelu(x, table=table), expected)
 
 
 @pytest.mark.parametrize("approximate", [False, True])
 @pytest.mark.parametrize("s_in, s_out", [(1 / 32767, 1 / 32767), (8 / 32767, 6 / 32767), (200 / 32767, 100 / 32767)])
 def test_gelu_int16_every_input(approximate, s_in, s_out):
-    table = qk.prepare_gelu_int16(s_in, 0, s_out, 0, approximate=approximate)
+    table = qk.prepare_gelu(s_in, 0, s_out, 0, approximate=approximate, storage=np.int16)
     expected = one_op(OP.GELU, ALL16, s_in, s_out, GeluOptions(approximate=approximate))
-    got = qk.gelu_int16(ALL16, table=table)
+    got = qk.gelu(ALL16, table=table)
     assert_same("GELU int16 (all inputs)", got, expected)
     x = ALL16.astype(np.float64) * np.float32(s_in)
     if approximate:
@@ -243,15 +248,14 @@ def test_gelu_int16_every_input(approximate, s_in, s_out):
 @given(shape=shapes(), s_in=log_uniform(1e-7, 0.05), s_out=log_uniform(1e-4, 0.5), spread=spreads, seed=seeds)
 def test_rsqrt_int16_matches_litert(shape, s_in, s_out, spread, seed):
     x = np.abs(int16_data(seed, shape, spread).astype(np.int32)).clip(0, 32767).astype(np.int16)
-    table = qk.prepare_rsqrt_int16(s_in, 0, s_out, 0)
-    assert_same("RSQRT int16", qk.rsqrt_int16(x, table=table), one_op(OP.RSQRT, x, s_in, s_out))
+    p = qk.prepare_rsqrt(s_in, 0, s_out, 0, storage=np.int16)
+    assert_same("RSQRT int16", qk.rsqrt(x, **p.as_kwargs()), one_op(OP.RSQRT, x, s_in, s_out))
 
 
 @pytest.mark.parametrize("s_in, s_out", [(1e-6, 0.01), (0.001, 0.001), (0.02, 2e-4)])
 def test_rsqrt_int16_every_input(s_in, s_out):
     x = ALL16[ALL16 >= 0]
-    table = qk.prepare_rsqrt_int16(s_in, 0, s_out, 0)
-    got = qk.rsqrt_int16(x, table=table)
+    got = qk.rsqrt(x, **qk.prepare_rsqrt(s_in, 0, s_out, 0, storage=np.int16).as_kwargs())
     assert_same("RSQRT int16 (all inputs)", got, one_op(OP.RSQRT, x, s_in, s_out))
     # 1/sqrt(x) falls: apart from the first segment (x = 0 is tabulated as the largest output and
     # then biased by its huge midpoint error), the interpolated table never rises by more than a step
@@ -260,12 +264,12 @@ def test_rsqrt_int16_every_input(s_in, s_out):
 
 def test_rsqrt_int16_refusals():
     with pytest.raises(qk.QKernelError, match="output zero point must be 0"):
-        qk.prepare_rsqrt_int16(0.01, 0, 0.01, 1)
+        qk.prepare_rsqrt(0.01, 0, 0.01, 1, storage=np.int16)
     with pytest.raises(RuntimeError, match="RSQRT"):
         one_op(OP.RSQRT, np.ones(4, np.int16), 0.01, 0.01, zp_out=1)
     x = np.array([3, -1, 5], np.int16)
     with pytest.raises(qk.QKernelError, match="negative"):
-        qk.rsqrt_int16(x, table=qk.prepare_rsqrt_int16(0.01, 0, 0.01, 0))
+        qk.rsqrt(x, **qk.prepare_rsqrt(0.01, 0, 0.01, 0, storage=np.int16).as_kwargs())
     with pytest.raises(RuntimeError, match="Rsqrt is only defined for positive values"):
         one_op(OP.RSQRT, x, 0.01, 0.01)
 
@@ -280,21 +284,21 @@ def test_rsqrt_int16_refusals():
 def test_leaky_relu_int16_matches_litert(shape, s_in, ratio, alpha, spread, seed):
     s_out = float(np.float32(s_in * ratio))
     x = int16_data(seed, shape, spread)
-    p = qk.prepare_leaky_relu_int16(s_in, 0, alpha, s_out, 0)
+    p = qk.prepare_leaky_relu(s_in, 0, alpha, s_out, 0, storage=np.int16)
     expected = one_op(OP.LEAKY_RELU, x, s_in, s_out, LeakyReluOptions(alpha=alpha))
-    assert_same("LEAKY_RELU int16", qk.leaky_relu_int16(x, **p.as_kwargs()), expected)
+    assert_same("LEAKY_RELU int16", qk.leaky_relu(x, **p.as_kwargs()), expected)
 
 
 @pytest.mark.parametrize("alpha", [0.01, -0.5])
 def test_leaky_relu_int16_every_input(alpha):
-    p = qk.prepare_leaky_relu_int16(0.003, 0, alpha, 0.002, 0)
+    p = qk.prepare_leaky_relu(0.003, 0, alpha, 0.002, 0, storage=np.int16)
     expected = one_op(OP.LEAKY_RELU, ALL16, 0.003, 0.002, LeakyReluOptions(alpha=alpha))
-    assert_same("LEAKY_RELU int16 (all inputs)", qk.leaky_relu_int16(ALL16, **p.as_kwargs()), expected)
+    assert_same("LEAKY_RELU int16 (all inputs)", qk.leaky_relu(ALL16, **p.as_kwargs()), expected)
 
 
 def test_leaky_relu_int16_zero_points():
     with pytest.raises(qk.QKernelError, match="input zero point must be 0"):
-        qk.prepare_leaky_relu_int16(0.01, 4, 0.1, 0.01, 0)
+        qk.prepare_leaky_relu(0.01, 4, 0.1, 0.01, 0, storage=np.int16)
     with pytest.raises(RuntimeError, match="LEAKY_RELU"):
         one_op(OP.LEAKY_RELU, np.zeros(4, np.int16), 0.01, 0.01, LeakyReluOptions(alpha=0.1), zp_in=4)
 

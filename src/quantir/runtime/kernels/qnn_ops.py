@@ -190,34 +190,24 @@ def resize_nearest(op: Operation, x):
                              half_pixel_centers=bool(op.attr("half_pixel_centers")))
 
 
-def _int16(x) -> bool:
-    """The int16x8 kernels run when the operand's storage is i16 (the array's dtype says so)."""
-    return np.asarray(x).dtype == np.int16
+def _storage(x) -> dict:
+    """``storage=np.int16`` for the 16x8 Prepare when the operand's storage is i16 (the array says so)."""
+    return {"storage": np.int16} if np.asarray(x).dtype == np.int16 else {}
 
 
 def softmax(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    if _int16(x):
-        p = prepare_once(op, lambda: qk.prepare_softmax_int16(_s(xv), float(op.attr("beta")), _s(y), _z(y), _z(xv)))
-        return qk.softmax_int16(x, **p.as_kwargs())
-    p = prepare_once(op, lambda: qk.prepare_softmax(_s(xv), float(op.attr("beta")), _s(y), _z(y)))
+    wide = dict(_storage(x), input_zero_point=_z(xv)) if _storage(x) else {}
+    p = prepare_once(op, lambda: qk.prepare_softmax(_s(xv), float(op.attr("beta")), _s(y), _z(y), **wide))
     return qk.softmax(x, **p.as_kwargs())
 
 
-# int16 counterparts of the int8 table kernels: fixed-point rescaling, not a table of the scales
-_INT16_TABLE_KERNELS = {qk.logistic: (qk.prepare_logistic_int16, qk.logistic_int16),
-                        qk.tanh: (qk.prepare_tanh_int16, qk.tanh_int16)}
-
-
 def table(prepare, kernel):
-    """A lookup-table kernel (LOGISTIC, TANH): the table is built once, at Prepare."""
+    """A lookup-table kernel (LOGISTIC, TANH): the table is built once, at Prepare (for int16, the
+    fixed-point kernel's output on all 65,536 inputs)."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
-        if _int16(x) and kernel in _INT16_TABLE_KERNELS:
-            prepare16, kernel16 = _INT16_TABLE_KERNELS[kernel]
-            p = prepare_once(op, lambda: prepare16(_s(xv), _z(xv), _s(y), _z(y)))
-            return kernel16(x, **p.as_kwargs())
-        table = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y)))
+        table = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), **_storage(x)))
         return kernel(x, table=table)
     return run
 
@@ -225,24 +215,21 @@ def table(prepare, kernel):
 def gelu(op: Operation, x):
     """GELU in int8 (256-entry table) or int16 (interpolated 513-entry table)."""
     xv, y = op.operands[0], op.results[0]
-    prepare = qk.prepare_gelu_int16 if _int16(x) else qk.prepare_gelu
-    table = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), approximate=bool(op.attr("approximate"))))
-    return (qk.gelu_int16 if _int16(x) else qk.gelu)(x, table=table)
+    table = prepare_once(op, lambda: qk.prepare_gelu(_s(xv), _z(xv), _s(y), _z(y),
+                                                     approximate=bool(op.attr("approximate")), **_storage(x)))
+    return qk.gelu(x, table=table)
 
 
 def rsqrt(op: Operation, x):
     """RSQRT in int8 (inverse-sqrt multiplier) or int16 (interpolated table)."""
     xv, y = op.operands[0], op.results[0]
-    if _int16(x):
-        table = prepare_once(op, lambda: qk.prepare_rsqrt_int16(_s(xv), _z(xv), _s(y), _z(y)))
-        return qk.rsqrt_int16(x, table=table)
-    p = prepare_once(op, lambda: qk.prepare_rsqrt(_s(xv), _z(xv), _s(y), _z(y)))
+    p = prepare_once(op, lambda: qk.prepare_rsqrt(_s(xv), _z(xv), _s(y), _z(y), **_storage(x)))
     return qk.rsqrt(x, **p.as_kwargs())
 
 
 def hard_swish(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    if _int16(x):
+    if _storage(x):
         raise qk.QKernelError(f"{quote_name(op.label or op.name)} ({op.name}): LiteRT has no int16 HARD_SWISH "
                               "kernel (int8 and uint8 only); keep its input and output int8")
     p = prepare_once(op, lambda: qk.prepare_hard_swish(_s(xv), _z(xv), _s(y), _z(y)))
@@ -251,10 +238,9 @@ def hard_swish(op: Operation, x):
 
 def leaky_relu(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
-    prepare, kernel = ((qk.prepare_leaky_relu_int16, qk.leaky_relu_int16) if _int16(x)
-                       else (qk.prepare_leaky_relu, qk.leaky_relu))
-    p = prepare_once(op, lambda: prepare(_s(xv), _z(xv), float(op.attr("alpha")), _s(y), _z(y)))
-    return kernel(x, **p.as_kwargs())
+    p = prepare_once(op, lambda: qk.prepare_leaky_relu(_s(xv), _z(xv), float(op.attr("alpha")), _s(y), _z(y),
+                                                       **_storage(x)))
+    return qk.leaky_relu(x, **p.as_kwargs())
 
 
 def clamp(op: Operation, x):

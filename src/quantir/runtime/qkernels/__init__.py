@@ -47,9 +47,8 @@ from quantir.runtime.qkernels.dequantize import dequantize
 from quantir.runtime.qkernels.fully_connected import FullyConnectedParams, fully_connected, prepare_fully_connected
 from quantir.runtime.qkernels.hard_swish import HardSwishParams, hard_swish, prepare_hard_swish
 from quantir.runtime.qkernels.l2_normalization import l2_normalization, prepare_l2_normalization
-from quantir.runtime.qkernels.leaky_relu import (LeakyReluParams, leaky_relu, leaky_relu_int16, prepare_leaky_relu,
-                                                 prepare_leaky_relu_int16)
-from quantir.runtime.qkernels.logistic import logistic, logistic_int16, prepare_logistic, prepare_logistic_int16
+from quantir.runtime.qkernels.leaky_relu import LeakyReluParams, leaky_relu, prepare_leaky_relu
+from quantir.runtime.qkernels.logistic import logistic, prepare_logistic
 from quantir.runtime.qkernels.max_pool import max_pool2d, prepare_max_pool
 from quantir.runtime.qkernels.mean import MeanParams, mean, prepare_mean
 from quantir.runtime.qkernels.mul import MulParams, mul, prepare_mul
@@ -60,12 +59,12 @@ from quantir.runtime.qkernels.reduce_sum import SumParams, prepare_sum, reduce_s
 from quantir.runtime.qkernels.relu import ReluParams, prepare_relu, relu
 from quantir.runtime.qkernels.resize_bilinear import prepare_resize_bilinear, resize_bilinear
 from quantir.runtime.qkernels.resize_nearest import resize_nearest
-from quantir.runtime.qkernels.rsqrt import RsqrtParams, prepare_rsqrt, prepare_rsqrt_int16, rsqrt, rsqrt_int16
+from quantir.runtime.qkernels.rsqrt import RsqrtParams, prepare_rsqrt, rsqrt
 from quantir.runtime.qkernels.batch_matmul import BatchMatMulParams, batch_matmul, prepare_batch_matmul
 from quantir.runtime.qkernels.softmax import (SoftmaxInt16Params, SoftmaxLutParams, SoftmaxParams, prepare_softmax,
-                                              prepare_softmax_int16, softmax, softmax_int16, softmax_lut)
+                                              softmax, softmax_lut)
 from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
-from quantir.runtime.qkernels.tanh import prepare_tanh, prepare_tanh_int16, tanh, tanh_int16
+from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
 from quantir.runtime.qkernels.comparison import ComparisonKind, ComparisonParams, compare, prepare_comparison
 from quantir.runtime.qkernels.arg_max import arg_max
 from quantir.runtime.qkernels.maximum_minimum import maximum, minimum, prepare_maximum_minimum
@@ -74,7 +73,7 @@ from quantir.runtime.qkernels.space_to_depth import prepare_space_to_depth, spac
 from quantir.runtime.qkernels.space_batch import (batch_to_space_nd, batch_to_space_nd_nhwc, prepare_batch_to_space_nd,
                                                   prepare_space_to_batch_nd, space_to_batch_nd, space_to_batch_nd_nhwc)
 from quantir.runtime.qkernels.shape import shape
-from quantir.runtime.qkernels.gelu import gelu, gelu_int16, prepare_gelu, prepare_gelu_int16
+from quantir.runtime.qkernels.gelu import gelu, prepare_gelu
 from quantir.runtime.qkernels.log_softmax import (LogSoftmaxLutParams, LogSoftmaxParams, log_softmax,
                                                   log_softmax_lut, prepare_log_softmax)
 
@@ -101,7 +100,5 @@ __all__ = [
     "prepare_gelu", "gelu", "LogSoftmaxParams", "LogSoftmaxLutParams", "prepare_log_softmax", "log_softmax",
     "log_softmax_lut", "RsqrtParams", "prepare_rsqrt", "rsqrt",
     "BatchMatMulParams", "prepare_batch_matmul", "batch_matmul",
-    "SoftmaxInt16Params", "prepare_softmax_int16", "softmax_int16", "prepare_logistic_int16", "logistic_int16",
-    "prepare_tanh_int16", "tanh_int16", "prepare_gelu_int16", "gelu_int16", "prepare_rsqrt_int16", "rsqrt_int16",
-    "prepare_leaky_relu_int16", "leaky_relu_int16",
+    "SoftmaxInt16Params",
 ]

@@ -103,6 +103,10 @@ def lut16_values(lut: np.ndarray) -> np.ndarray:
 def lut16_lookup(x: np.ndarray, values: np.ndarray, op: str) -> np.ndarray:
     """Gather ``values`` (from :func:`lut16_values`) at the int16 array ``x``."""
     x = check_quantized(x, op, "input", (np.int16,))
+    values = np.asarray(values)
+    if values.shape != (65536,) or values.dtype != np.int16:
+        raise ValueError(f"{op}: an int16 input needs the int16 table of 65,536 entries its prepare_* builds with "
+                         f"storage=np.int16, found {values.dtype} {values.shape}")
     return lookup_table(x, values)
 
 

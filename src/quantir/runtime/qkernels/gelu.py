@@ -20,13 +20,14 @@ return for all but rare arguments (a possible, unobserved, source of one-step di
 
 GELU accepts any input and output parameters (no fixed output scale, unlike LOGISTIC).
 
-int16 (:func:`prepare_gelu_int16`, :func:`gelu_int16`): the same float32 transforms tabulated by
+int16 (``storage=np.int16``): the same float32 transforms tabulated by
 ``LUTPopulate<int16_t>`` into 513 entries and read with ``LUTLookup``'s interpolation
 (:mod:`._lut16`).
 """
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from quantir.runtime.qkernels._common import QKernelError
 from quantir.runtime.qkernels._lut import lookup, populate_lut, tanhf
 from quantir.runtime.qkernels._lut16 import lut16_lookup, lut16_values, populate_lut16
 
-__all__ = ["prepare_gelu", "gelu", "gelu_transform", "prepare_gelu_int16", "gelu_int16"]
+__all__ = ["prepare_gelu", "gelu", "gelu_transform"]
 
 _F32 = np.float32
 _MINUS_SQRT1_2 = _F32(-0.70710678118654752440)           # static_cast<float>(-1/√2)
@@ -65,8 +66,11 @@ def gelu_transform(x: np.ndarray, approximate: bool = False) -> np.ndarray:
 
 
 def prepare_gelu(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
-                 approximate: bool = False) -> np.ndarray:
-    """The int8 lookup table ``GeluPrepare`` builds (``approximate`` is ``GeluOptions.approximate``)."""
+                 approximate: bool = False, storage: Any = np.int8) -> np.ndarray:
+    """The int8 lookup table ``GeluPrepare`` builds (``approximate`` is ``GeluOptions.approximate``); with
+    ``storage=np.int16`` the interpolated int16 table, returned as its lookup of all 65,536 inputs."""
+    if np.dtype(storage) == np.int16:
+        return _prepare_gelu_int16(input_scale, input_zero_point, output_scale, output_zero_point, approximate)
     for name, scale in (("input", input_scale), ("output", output_scale)):
         s = np.float32(scale)
         if not (np.isfinite(s) and s > 0):
@@ -91,13 +95,16 @@ def prepare_gelu(input_scale: float, input_zero_point: int, output_scale: float,
 
 
 def gelu(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
-    """Int8 GELU: ``table[x + 128]`` (``LookupTable``); any shape, any layout."""
+    """GELU by gathering: ``table[x + 128]`` for int8 (``LookupTable``), the interpolated values for int16;
+    any shape, any layout."""
+    if np.asarray(x).dtype == np.int16:
+        return lut16_lookup(x, table, "gelu")
     return lookup(x, table, "gelu")
 
 
-def prepare_gelu_int16(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
-                       approximate: bool = False) -> np.ndarray:
-    """``GeluPrepare`` for int16: the 513-entry table, returned as its lookup of all 65,536 inputs."""
+def _prepare_gelu_int16(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
+                        approximate: bool) -> np.ndarray:
+    # GeluPrepare checks no zero point for int16: LUTPopulate only moves the output range with it.
     for name, scale in (("input", input_scale), ("output", output_scale)):
         s = np.float32(scale)
         if not (np.isfinite(s) and s > 0):
@@ -105,8 +112,3 @@ def prepare_gelu_int16(input_scale: float, input_zero_point: int, output_scale: 
     lut = populate_lut16(lambda x: gelu_transform(x, approximate), input_scale, input_zero_point, output_scale,
                          output_zero_point)
     return lut16_values(lut)
-
-
-def gelu_int16(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
-    """Int16 GELU: gathers the interpolated table at every element."""
-    return lut16_lookup(x, table, "gelu")

@@ -7,13 +7,14 @@ gives a negative ``M_a``; the kernel then computes ``zp_out - MBQM(x, -M_a, sh_a
 (``QuantizeLeakyRelu``: "extract the sign and create a safely positive multiplier"),
 which rounds differently from a signed multiply. No fused activation.
 
-int16 (:func:`prepare_leaky_relu_int16`, :func:`leaky_relu_int16`): the same reference template with
+int16 (``storage=np.int16``, an int16 ``x``): the same reference template with
 int16 storage, zero points 0 (``LeakyReluPrepare`` checks both) and an int16 clamp. (The default
 resolver runs ``optimized_integer_ops::QuantizeLeakyRelu`` for int16 instead.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from quantir.runtime.qkernels._common import (
 )
 from quantir.runtime.qkernels._lut16 import INT16_VALUES, check_int16_zero_point
 
-__all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu", "prepare_leaky_relu_int16", "leaky_relu_int16"]
+__all__ = ["LeakyReluParams", "prepare_leaky_relu", "leaky_relu"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,12 @@ class LeakyReluParams(KernelParams):
 
 
 def prepare_leaky_relu(input_scale: float, input_zero_point: int, alpha: float, output_scale: float,
-                       output_zero_point: int) -> LeakyReluParams:
+                       output_zero_point: int, *, storage: Any = np.int8) -> LeakyReluParams:
+    """``storage=np.int16``: the same multipliers; both zero points must be 0."""
     op = "leaky_relu"
+    if np.dtype(storage) == np.int16:
+        check_int16_zero_point(input_zero_point, op, "input zero point")
+        check_int16_zero_point(output_zero_point, op, "output zero point")
     if not np.isfinite(alpha):   # LiteRT's QuantizeMultiplier(NaN or Inf) is undefined
         raise QKernelError(f"{op}: alpha must be finite, found {alpha}")
     mi, si = quantize_multiplier(relu_multiplier(input_scale, output_scale))
@@ -62,13 +67,6 @@ def prepare_leaky_relu(input_scale: float, input_zero_point: int, alpha: float, 
                            check_zero_point(output_zero_point, op, "output zero point"), mi, si, ma, sa)
 
 
-def prepare_leaky_relu_int16(input_scale: float, input_zero_point: int, alpha: float, output_scale: float,
-                             output_zero_point: int) -> LeakyReluParams:
-    check_int16_zero_point(input_zero_point, "leaky_relu", "input zero point")
-    check_int16_zero_point(output_zero_point, "leaky_relu", "output zero point")
-    return prepare_leaky_relu(input_scale, 0, alpha, output_scale, 0)
-
-
 def _leaky_relu_values(values: np.ndarray, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
                        identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
     v = values - int(input_zero_point)
@@ -79,18 +77,14 @@ def _leaky_relu_values(values: np.ndarray, input_zero_point: int, output_zero_po
     return np.where(v >= 0, positive, negative) + int(output_zero_point)
 
 
-def leaky_relu_int16(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
-                     identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
-    """Int16 leaky ReLU: evaluated on all 65,536 values, then gathered."""
-    x = check_quantized(x, "leaky_relu", "input", (np.int16,))
-    raw = _leaky_relu_values(INT16_VALUES, input_zero_point, output_zero_point, identity_multiplier, identity_shift,
-                             alpha_multiplier, alpha_shift)
-    return lookup_table(x, saturate(raw, -32768, 32767).astype(np.int16))
-
-
 def leaky_relu(x: np.ndarray, *, input_zero_point: int, output_zero_point: int, identity_multiplier: int,
                identity_shift: int, alpha_multiplier: int, alpha_shift: int) -> np.ndarray:
-    x = check_quantized(x, "leaky_relu", "input")
+    """Int8 or int16 (by ``x``'s dtype) leaky ReLU: evaluated on every value of the type, then gathered."""
+    x = check_quantized(x, "leaky_relu", "input", (np.int8, np.int16))
+    if x.dtype == np.int16:
+        raw = _leaky_relu_values(INT16_VALUES, input_zero_point, output_zero_point, identity_multiplier,
+                                 identity_shift, alpha_multiplier, alpha_shift)
+        return lookup_table(x, saturate(raw, -32768, 32767).astype(np.int16))
     # A function of one int8 value: evaluate it on all 256, then gather.
     raw = _leaky_relu_values(INT8_VALUES, input_zero_point, output_zero_point, identity_multiplier, identity_shift,
                              alpha_multiplier, alpha_shift)

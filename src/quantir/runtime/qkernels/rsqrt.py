@@ -12,7 +12,7 @@ the quotient in double). Per value ``v = q - zp_in``::
 The output is a function of one int8 value: the formula runs on the 256 values once (at Prepare)
 and the kernel gathers.
 
-int16 (:func:`prepare_rsqrt_int16`, :func:`rsqrt_int16`): zero points 0 (Prepare checks both) and a
+int16 (``storage=np.int16``): zero points 0 (Prepare checks both) and a
 513-entry table (:mod:`._lut16`, float32) of ``1.0f / sqrtf(x)`` for ``x > 0`` and
 ``f32(32767 · s_out)`` (the largest output) for ``x <= 0``, read with interpolation; a negative input
 fails the invocation as in int8.
@@ -20,6 +20,7 @@ fails the invocation as in int8.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -28,14 +29,15 @@ from quantir.runtime.qkernels._common import (INT8_VALUES, KernelParams, QKernel
                                               check_zero_point, lookup_table, multiply_by_quantized_multiplier)
 from quantir.runtime.qkernels._lut16 import check_int16_zero_point, lut16_lookup, lut16_values, populate_lut16
 
-__all__ = ["RsqrtParams", "prepare_rsqrt", "rsqrt", "prepare_rsqrt_int16", "rsqrt_int16"]
+__all__ = ["RsqrtParams", "prepare_rsqrt", "rsqrt"]
 
 _SHIFT = 20   # LiteRT's kShift: the reciprocal square root kept as an integer in Q.20
 
 
 @dataclasses.dataclass(frozen=True)
 class RsqrtParams(KernelParams):
-    table: np.ndarray          # 256 entries, indexed by q + 128 (values below the zero point unused)
+    table: np.ndarray          # 256 entries, indexed by q + 128 (values below the zero point unused);
+    #                            int16: 65,536, indexed by q + 32768
     input_zero_point: int
 
 
@@ -46,7 +48,11 @@ def _real_multiplier(input_scale: float, output_scale: float) -> float:
 
 
 def prepare_rsqrt(input_scale: float, input_zero_point: int, output_scale: float,
-                  output_zero_point: int) -> RsqrtParams:
+                  output_zero_point: int, *, storage: Any = np.int8) -> RsqrtParams:
+    """int8: the formula on the 256 values; ``storage=np.int16``: the interpolated table's lookup of all
+    65,536 inputs (zero points 0)."""
+    if np.dtype(storage) == np.int16:
+        return RsqrtParams(_rsqrt_int16_values(input_scale, input_zero_point, output_scale, output_zero_point), 0)
     zp_in = check_zero_point(input_zero_point, "rsqrt", "input zero point")
     zp_out = check_zero_point(output_zero_point, "rsqrt", "output zero point")
     real = _real_multiplier(input_scale, output_scale)
@@ -63,6 +69,12 @@ def prepare_rsqrt(input_scale: float, input_zero_point: int, output_scale: float
 
 
 def rsqrt(x: np.ndarray, *, table: np.ndarray, input_zero_point: int) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == np.int16:
+        if x.size and int(x.min()) < 0:
+            raise QKernelError(f"rsqrt: int16 input value {int(x.min())} is negative: LiteRT fails the invocation "
+                               f"(Rsqrt is only defined for positive values)")
+        return lut16_lookup(x, table, "rsqrt")
     x = check_quantized(x, "rsqrt", "input")
     if x.size and int(x.min()) < input_zero_point:
         raise QKernelError(f"rsqrt: input value {int(x.min())} is below the zero point {input_zero_point}, a "
@@ -71,7 +83,7 @@ def rsqrt(x: np.ndarray, *, table: np.ndarray, input_zero_point: int) -> np.ndar
     return lookup_table(x, np.asarray(table, np.int8))
 
 
-def prepare_rsqrt_int16(input_scale: float, input_zero_point: int, output_scale: float,
+def _rsqrt_int16_values(input_scale: float, input_zero_point: int, output_scale: float,
                         output_zero_point: int) -> np.ndarray:
     """``GenericPrepare`` of RSQRT for int16: the interpolated table, as its lookup of all 65,536 inputs."""
     check_int16_zero_point(input_zero_point, "rsqrt", "input zero point")
@@ -88,11 +100,3 @@ def prepare_rsqrt_int16(input_scale: float, input_zero_point: int, output_scale:
             return np.where(x <= 0, largest, one / np.sqrt(np.maximum(x, np.float32(0)))).astype(np.float32)
 
     return lut16_values(populate_lut16(transform, input_scale, 0, output_scale, 0))
-
-
-def rsqrt_int16(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
-    x = check_quantized(x, "rsqrt", "input", (np.int16,))
-    if x.size and int(x.min()) < 0:
-        raise QKernelError(f"rsqrt: int16 input value {int(x.min())} is negative: LiteRT fails the invocation "
-                           f"(Rsqrt is only defined for positive values)")
-    return lut16_lookup(x, table, "rsqrt")

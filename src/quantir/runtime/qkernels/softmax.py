@@ -15,19 +15,19 @@
 
 Both reduce over ``axis`` (LiteRT: the last axis).
 
-int16 -> int16, output (1/32768, 0): :func:`prepare_softmax_int16` / :func:`softmax_int16`, LiteRT's
-``SoftmaxInt16`` (the only int16 kernel, in every resolver). Prepare builds two 513-entry tables in
-double (:mod:`._lut16`): ``exp`` over [-10, 0] and ``1/(1 + x)`` over [0, 1], both with output steps of
-2/65535, and ``(M, s) = QuantizeMultiplier(f32(s_in·beta) / (10/65535))``. Per row, with
-``d = q - max(q)``: ``e = lut_exp(clamp16(MBQM(d, M, s) + 32767))`` (Q0.15), ``S = Σ e`` (int32),
-``h = clz32(S)``, ``r = lut_recip(clamp16((((S << (h-1)) + 2**13) >> 14) - 3·2**15))``, and
+int16 -> int16, output (1/32768, 0): ``prepare_softmax(..., storage=np.int16)`` and :func:`softmax` on
+an int16 array run LiteRT's ``SoftmaxInt16`` (the only int16 kernel, in every resolver). Prepare
+builds two 513-entry tables in double (:mod:`._lut16`): ``exp`` over [-10, 0] and ``1/(1 + x)`` over
+[0, 1], both with output steps of 2/65535, and ``(M, s) = QuantizeMultiplier(f32(s_in·beta) / (10/65535))``.
+Per row, with ``d = q - max(q)``: ``e = lut_exp(clamp16(MBQM(d, M, s) + 32767))`` (Q0.15),
+``S = Σ e`` (int32), ``h = clz32(S)``, ``r = lut_recip(clamp16((((S << (h-1)) + 2**13) >> 14) - 3·2**15))``, and
 ``out = clamp((e·r + 2**(30-h)) >> (31 - h), 0, 32767)``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,7 +51,7 @@ from quantir.runtime.qkernels._common import (INT32_MAX, KernelParams, QKernelEr
 from quantir.runtime.qkernels._lut16 import check_int16_zero_point, lut16_values, populate_lut16
 
 __all__ = ["SoftmaxParams", "SoftmaxLutParams", "prepare_softmax", "softmax", "softmax_lut", "reference_softmax_aborts",
-           "SoftmaxInt16Params", "prepare_softmax_int16", "softmax_int16", "SOFTMAX_INT16_OUTPUT"]
+           "SoftmaxInt16Params", "SOFTMAX_INT16_OUTPUT"]
 
 SOFTMAX_INT16_OUTPUT = (1 / 32768, 0)   # the (scale, zero point) LiteRT requires of an int16 output
 
@@ -92,9 +92,20 @@ def _check_scaling(beta: float, input_scale: float) -> None:
                            f"kernel aborts on it. Use beta 1 (the softmax TFLite converters write)")
 
 
-def prepare_softmax(input_scale: float, beta: float = 1.0, output_scale: float = 1 / 256,
-                    output_zero_point: int = -128, *, variant: Literal["reference", "lut"] = "reference"):
-    """``SoftmaxPrepare``: fixed-point parameters (reference) or the float table (lut)."""
+def prepare_softmax(input_scale: float, beta: float = 1.0, output_scale: float | None = None,
+                    output_zero_point: int | None = None, *, variant: Literal["reference", "lut"] = "reference",
+                    storage: Any = np.int8, input_zero_point: int = 0):
+    """``SoftmaxPrepare``: fixed-point parameters (reference) or the float table (lut).
+
+    ``storage=np.int16`` prepares ``SoftmaxInt16`` (both resolvers run it; ``variant`` is ignored):
+    output (1/32768, 0) by default, ``input_zero_point`` must be 0. The int8 default output is
+    (1/256, -128)."""
+    if np.dtype(storage) == np.int16:
+        return _prepare_softmax_int16(input_scale, beta, SOFTMAX_INT16_OUTPUT[0] if output_scale is None
+                                      else output_scale, 0 if output_zero_point is None else output_zero_point,
+                                      input_zero_point)
+    output_scale = 1 / 256 if output_scale is None else output_scale
+    output_zero_point = -128 if output_zero_point is None else output_zero_point
     _check_output(output_scale, output_zero_point)
     s_in, b = np.float32(input_scale), np.float32(beta)
     if variant == "reference":
@@ -131,9 +142,15 @@ def _exponentials(x: np.ndarray, axis: int, input_multiplier: int, input_left_sh
     return live, exps, np.where(live, rescale(exps, 0, _ACCUMULATION_INTEGER_BITS), 0)
 
 
-def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff_min: int,
+def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff_min: int = 0,
+            exp_values: np.ndarray | None = None, reciprocal_values: np.ndarray | None = None,
             axis: int = -1) -> np.ndarray:
-    """Fixed-point int8 softmax along ``axis`` (the ``BUILTIN_REF`` kernel); output (1/256, -128)."""
+    """Fixed-point softmax along ``axis`` (the ``BUILTIN_REF`` kernel): int8 -> int8 (1/256, -128), or
+    int16 -> int16 (1/32768, 0) when ``x`` is int16 (parameters from ``prepare_softmax(storage=np.int16)``)."""
+    if np.asarray(x).dtype == np.int16:
+        if exp_values is None or reciprocal_values is None:
+            raise ValueError("softmax: an int16 input needs the tables of prepare_softmax(storage=np.int16)")
+        return _softmax_int16(x, input_multiplier, input_left_shift, exp_values, reciprocal_values, axis)
     live, exps, terms = _exponentials(x, axis, input_multiplier, input_left_shift, diff_min)
     total = terms.sum(axis=-1, keepdims=True)   # Q12.19, each term <= 1.0
     # A sum of 512 or more (>= 512 values tied with the row maximum, say) is outside the reference
@@ -194,8 +211,8 @@ def softmax_int16_tables() -> tuple[np.ndarray, np.ndarray]:
     return exp_lut, recip_lut
 
 
-def prepare_softmax_int16(input_scale: float, beta: float = 1.0, output_scale: float = 1 / 32768,
-                          output_zero_point: int = 0, input_zero_point: int = 0) -> SoftmaxInt16Params:
+def _prepare_softmax_int16(input_scale: float, beta: float, output_scale: float, output_zero_point: int,
+                           input_zero_point: int) -> SoftmaxInt16Params:
     """``SoftmaxPrepare`` for int16 in and out: the checks, the tables and the input multiplier."""
     check_int16_zero_point(input_zero_point, "softmax", "input zero point")
     # TF_LITE_ENSURE_EQ(zp, 0); TF_LITE_ENSURE_NEAR(scale, 1/32768, 0.001/32768), in float32.
@@ -222,8 +239,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return _TABLES[0]
 
 
-def softmax_int16(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, exp_values: np.ndarray,
-                  reciprocal_values: np.ndarray, axis: int = -1) -> np.ndarray:
+def _softmax_int16(x: np.ndarray, input_multiplier: int, input_left_shift: int, exp_values: np.ndarray,
+                   reciprocal_values: np.ndarray, axis: int) -> np.ndarray:
     """``SoftmaxInt16`` along ``axis`` (LiteRT: the last axis, any rank: older sources refused rank 5 and
     more, ai-edge-litert 2.3.0 runs them); output (1/32768, 0)."""
     x = check_quantized(x, "softmax", "input", (np.int16,))
