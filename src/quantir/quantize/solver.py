@@ -48,6 +48,7 @@ import numpy as np
 
 from ..ir import Value
 from ..numerics import NEAR_ZERO_TOLERANCE, asymmetric_qparams
+from .attention_mask import MaskedAdds, bias_range, masked_range
 from .calibrate import CalibrationInfo, Statistics, default_callback
 from .config import Config
 from .methods import Range
@@ -129,6 +130,15 @@ class _Solver:
         for k, f in fixed.items():   # the first fixed-output op of a class wins
             self.fixed.setdefault(self.root[k], f)
         self._provisional: dict[int, tuple[float, float]] = {}
+        # attention masks (quantize.attention_mask): class root -> the range its members get
+        self.masks = MaskedAdds.find(annotation)
+        self.mask_roots: dict[int, Callable[[], tuple[float, float]]] = {}
+        for out, scores in self.masks.scores.items():
+            self.mask_roots[self.root[out]] = lambda s=scores: masked_range(self.class_range(s))
+        for bias, outs in self.masks.biases.items():
+            if bias in self.root:
+                self.mask_roots[self.root[bias]] = lambda outs=outs: bias_range(
+                    [hi - lo for lo, hi in (self.mask_roots[self.root[o]]() for o in outs)])
         self.floors: dict[int, float] = {}                       # class root -> smallest scale its kernels accept
         for region in annotation.regions:
             finest = region.pattern.op.solver.finest_input_scale
@@ -174,7 +184,15 @@ class _Solver:
         return self._provisional[k]
 
     def value_range(self, v: Value) -> tuple[float, float]:
-        return value_range(v, self.statistics, self.config)
+        root = self.root.get(id(v))
+        if root in self.mask_roots:
+            return self.mask_roots[root]()
+        return self._with_mask_values(v, value_range(v, self.statistics, self.config))
+
+    def _with_mask_values(self, v: Value, r: tuple[float, float]) -> tuple[float, float]:
+        """A tensor an attention mask is made from also holds the values padding gives it."""
+        m = self.masks.made.get(id(v))
+        return r if m is None else (min(r[0], m[0]), max(r[1], m[1]))
 
     def class_range(self, v: Value) -> tuple[float, float]:
         """The range ``v``'s same-scale class will most likely get (its members' ``provisional`` ranges)."""
@@ -211,12 +229,20 @@ class _Solver:
         """A callback's range for ``region``'s output as the solver keeps it: widened where the
         kernel's Prepare refuses it (HARD_SWISH's output), cut where every reader discards part of
         it (hard-swish's input below -3). ``CalibrationInfo.quantized_output`` evaluates the same."""
+        root = self.root.get(id(region.output))
+        if root in self.mask_roots:   # a masked Add's output or an attention-mask bias
+            return self.mask_roots[root]()
         rules = region.pattern.op.solver
         if rules.output_range is not None:
             lo, hi = rules.output_range(lo, hi, self.act_params(region.inputs[0]).scale)
+        if rules.covers_constant_inputs:
+            for v in region.inputs:
+                c = constant_array(v)
+                if c is not None and c.size and np.issubdtype(c.dtype, np.floating):
+                    lo, hi = min(lo, float(c.min())), max(hi, float(c.max()))
         if id(region.output) in self.input_ranges:
             lo, hi = self.input_ranges[id(region.output)](lo, hi)
-        return lo, hi
+        return self._with_mask_values(region.output, (lo, hi))
 
     def grams(self) -> dict[int, np.ndarray]:
         """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples:

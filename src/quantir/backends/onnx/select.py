@@ -67,7 +67,7 @@ def shape(b: Builder, op: Operation) -> None:
     # ONNX's Shape takes any element type: it reads the int8 tensor, no DequantizeLinear only for its dims
     r = op.results[0]
     b.define(r, b.emit(nn.SHAPE, [b.value(op.operands[0])], r.type, name=r.name_hint,
-                       label=op.label or base_name(r), like=op))
+                       label=op.label or base_name(r), like=op, **{k: op.attr(k) for k in op.attributes}))
 
 
 QDQ = {

@@ -7,7 +7,10 @@ batch ops).
   counts a negative index from the end, LiteRT's GATHER refuses one; so the lowering rewrites
   constant indices to their non-negative form, and a Gather whose indices are computed at run
   time stays float (nothing proves them non-negative, and quantir has no integer ops to add
-  the axis size to the negative ones).
+  the axis size to the negative ones) — except a lookup in a constant table (token and position
+  embeddings), which becomes an int8 table: its ids are non-negative by meaning, ONNX runtimes
+  still count a negative one from the end, LiteRT refuses it with an error, and an id past the
+  table is an error in both (never a wrong value).
 - SPACE_TO_DEPTH is ``nn.space_to_depth``: ONNX's SpaceToDepth on NCHW is LiteRT's on NHWC
   (the channel of a block pixel is ``(dy·b + dx)·C + c`` in both).
 - SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND are TFLite's way to write a dilated convolution.
@@ -30,7 +33,7 @@ from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, constant_array, unary
 from ..rules import ACT, ANY, SAME_AS, OpSpec
-from .registry import QuantOp, declare
+from .registry import QuantOp, SolverRules, declare
 from .shape import lower_data_movement
 
 # -- GATHER ------------------------------------------------------------------------------------------
@@ -39,10 +42,12 @@ from .shape import lower_data_movement
 def _check_gather(m: Match) -> str | None:
     op = m.ops["op"]
     indices = constant_array(op.operands[1])
+    shape = op.operands[0].type.shape
     if indices is None:
+        if constant_array(op.operands[0]) is not None and shape and None not in shape:
+            return None   # an embedding lookup: ids are >= 0 by meaning (see the module notes)
         return ("its indices are computed at run time: ONNX counts a negative index from the end, LiteRT's "
                 "GATHER refuses it, and nothing proves them non-negative")
-    shape = op.operands[0].type.shape
     axis = int(op.attr("axis")) % len(shape) if shape else 0
     if np.any(indices < 0) and (not shape or shape[axis] is None):
         return (f"its negative indices count from the end of axis {axis}, whose size is only known at run time; "
@@ -55,13 +60,17 @@ def lower_gather(lw: Lowerer, r: Region) -> Value:
     op = r.match.ops["op"]
     data, index_value = op.operands
     indices = constant_array(index_value)
-    if np.any(indices < 0):
+    if indices is not None and np.any(indices < 0):
         size = data.type.shape[int(op.attr("axis")) % len(data.type.shape)]
         fixed = np.where(indices < 0, indices + size, indices).astype(indices.dtype)
         index_value = lw.constant(fixed, index_value.type.element_type)
     else:
         index_value = lw.floating(index_value)
-    new = Operation(nn.GATHER, [lw.input(r.match["x"]), index_value], [lw.out_type(r)], dict(op.attributes),
+    x = r.match["x"]
+    # a constant table is stored with the output's parameters (SAME_AS): the solver gave the
+    # output a range covering the whole table (``covers_constant_inputs``)
+    table = lw.quantized(x, lw.params[r.output]) if constant_array(x) is not None else lw.input(x)
+    new = Operation(nn.GATHER, [table, index_value], [lw.out_type(r)], dict(op.attributes),
                     op.loc, op.label)
     return lw.emit(new).result
 
@@ -69,9 +78,10 @@ def lower_gather(lw: Lowerer, r: Region) -> Value:
 GATHER = declare(QuantOp(
     nn.GATHER, OP.GATHER, OpSpec((ACT, ANY), SAME_AS(0), note="copies stored integers: the data's parameters"),
     patterns=(QuantizerPattern("gather", Pat.op(nn.GATHER, Pat.any("x"), Pat.any("indices"), name="op"),
-                               lower_gather, check=_check_gather, doc="Gather with constant indices: a copy"),),
-    qdq_ops=(nn.GATHER,),
-    doc="constant indices only, made non-negative at lowering (LiteRT refuses negative ones)"))
+                               lower_gather, check=_check_gather,
+                               doc="Gather with constant indices, or a lookup in a constant table: a copy"),),
+    qdq_ops=(nn.GATHER,), solver=SolverRules(covers_constant_inputs=True),
+    doc="constant indices (made non-negative at lowering: LiteRT refuses negative ones), or a constant table"))
 
 # -- SPACE_TO_DEPTH ------------------------------------------------------------------------------------
 

@@ -61,6 +61,9 @@ class SolverRules:
     # (lo, hi) of the op's input -> the part of it the op's output can tell apart (hard-swish is 0
     # below -3): a value that feeds only such ops is quantized over that part, saturating the rest
     input_range: Callable[[float, float], tuple[float, float]] | None = None
+    # the output holds values of the op's constant inputs (a lookup in a constant table): its range
+    # covers theirs, not only the part calibration happened to read
+    covers_constant_inputs: bool = False
 
 
 @dataclass(eq=False)

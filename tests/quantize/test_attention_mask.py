@@ -1,0 +1,135 @@
+"""Additive attention masks (quantize.attention_mask) and embedding lookups, end to end.
+
+An attention block in the shape exporters write it: scores from a MatMul, a bias
+``(1 - Cast(mask)) · finfo.min`` broadcast over heads, Softmax, then ``P · V``. Calibrated on
+samples without padding (one sentence per sample, as users calibrate), the integer model must
+still mask the padding of batched inputs: masked positions get (nearly) no weight, in quantir's
+interpreter and in ONNX Runtime on the QDQ export."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import quantir as qr
+from quantir.quantize import attention_mask as am
+from quantir.runtime import run
+
+N = helper.make_node
+D, VOCAB = 16, 50
+RNG = np.random.default_rng(0)
+TABLE = (RNG.normal(size=(VOCAB, D)) * 0.5).astype(np.float32)
+WQ, WK, WV = ((RNG.normal(size=(D, D)) / np.sqrt(D)).astype(np.float32) for _ in range(3))
+
+
+def _model(big=float(np.finfo(np.float32).min)):
+    inits = {"table": TABLE, "wq": WQ, "wk": WK, "wv": WV, "one": np.float32(1.0), "big": np.float32(big),
+             "axes": np.array([1], np.int64), "scale": np.float32(1 / np.sqrt(D))}
+    nodes = [N("Gather", ["table", "ids"], ["x"], axis=0, name="embedding"),
+             N("MatMul", ["x", "wq"], ["q"]), N("MatMul", ["x", "wk"], ["k"]), N("MatMul", ["x", "wv"], ["v"]),
+             N("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), N("MatMul", ["q", "kt"], ["qk"]),
+             N("Mul", ["qk", "scale"], ["scores"]),
+             N("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT), N("Sub", ["one", "maskf"], ["inv"]),
+             N("Unsqueeze", ["inv", "axes"], ["inv3"]), N("Mul", ["inv3", "big"], ["bias"], name="mask_bias"),
+             N("Add", ["scores", "bias"], ["masked"], name="masked_add"),
+             N("Softmax", ["masked"], ["p"], axis=-1), N("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "attention", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", "S"]),
+                             helper.make_tensor_value_info("mask", TensorProto.INT64, ["B", "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", D])],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def _calibration(n=48):
+    """One unpadded sequence per sample: the mask is all ones."""
+    out = []
+    for i in range(n):
+        s = int(RNG.integers(3, 12))
+        out.append({"ids": RNG.integers(0, VOCAB, size=(1, s)).astype(np.int64), "mask": np.ones((1, s), np.int64)})
+    return out
+
+
+def _padded_batch():
+    ids = RNG.integers(0, VOCAB, size=(4, 10)).astype(np.int64)
+    mask = np.ones((4, 10), np.int64)
+    for row, length in enumerate((10, 7, 4, 2)):
+        mask[row, length:] = 0
+    return {"ids": ids, "mask": mask}
+
+
+def _float(model, feeds):
+    return ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    return qr.quantize(_model(), _calibration(), qr.Config(progress=False))
+
+
+def test_the_mask_bias_is_bounded_and_reported(quantized):
+    assert quantized.rewrites.hits["attention_mask"] == 1
+    assert "attention_mask" in quantized.summary()
+
+
+def test_padding_stays_masked_in_the_interpreter_and_in_onnx_runtime(quantized, tmp_path):
+    feeds = _padded_batch()
+    want = _float(_model(), feeds)
+    got = run(quantized.module, feeds)
+    got = got["y"] if isinstance(got, dict) else got[0]
+    path = quantized.save(tmp_path / "q.onnx")
+    got_ort = ort.InferenceSession(str(path)).run(None, feeds)[0]
+    # without masking, row 3 (2 real tokens of 10) would average 8 padding vectors into its output
+    unmasked = _float(_model(big=0.0), feeds)
+    span = np.abs(want).max()
+    for out in (got, got_ort):
+        err = np.abs(out - want).max()
+        assert err < 0.05 * span, err
+        assert np.abs(unmasked - want)[3].max() > 4 * err   # the test can tell a lost mask apart
+
+
+def test_the_masked_scores_keep_a_fine_scale(quantized):
+    """The Add's scale comes from the attended scores, not from the -3.4e38 of the bias."""
+    add = next(op for op in quantized.module.main.ops if op.label == "masked_add")
+    assert add.results[0].type.element_type.scale < 0.5
+    bias = add.operands[1].type.element_type
+    assert bias.scale * 255 > am.SATURATION   # the bias reaches below the span: masked positions saturate
+
+
+def test_mask_values_are_enumerated_from_zero_and_one():
+    from quantir import load
+    fn = load(_model()).main
+    bias = next(op for op in fn.ops if op.label == "mask_bias").results[0]
+    inv = bias.owner.operands[0]
+    assert am.mask_range(inv) == (0.0, 1.0)
+    lo, hi = am.mask_range(bias)
+    assert lo == pytest.approx(float(np.finfo(np.float32).min)) and hi == 0.0
+    scores = next(op for op in fn.ops if op.label == "masked_add").operands[0]
+    assert am.input_derived(bias) and not am.input_derived(scores)   # the embedding lookup makes activations
+
+
+def test_an_add_that_is_not_read_by_softmax_is_not_a_masked_add():
+    from quantir import load
+    m = _model()
+    m.graph.node[-2].op_type = "Relu"   # Softmax -> Relu
+    del m.graph.node[-2].attribute[:]
+    fn = load(m).main
+    assert not any(am.is_masked_add(op) for op in fn.ops)
+
+
+def test_the_embedding_lookup_is_an_int8_table_covering_every_row(quantized):
+    gather = next(op for op in quantized.module.main.ops if op.label == "embedding")
+    q = gather.results[0].type.element_type
+    lo, hi = (np.iinfo(np.int8).min - q.zero_point) * q.scale, (np.iinfo(np.int8).max - q.zero_point) * q.scale
+    assert lo <= TABLE.min() + q.scale and hi >= TABLE.max() - q.scale
+    assert quantized.quantized_ops()["gather"] == 1
+
+
+def test_a_token_id_past_the_table_is_an_error_not_a_value(quantized):
+    feeds = _padded_batch()
+    feeds["ids"][0, 0] = VOCAB
+    with pytest.raises(Exception, match=r"(?i)index|bound|range"):
+        run(quantized.module, feeds)
