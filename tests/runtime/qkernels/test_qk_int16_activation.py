@@ -1,9 +1,10 @@
 """int16x8 activation kernels (SOFTMAX, LOGISTIC, TANH, GELU, RSQRT, LEAKY_RELU) against LiteRT ``BUILTIN_REF``.
 
 Per op: 200 hypothesis examples on rank 2-4 tensors with input scales of transformer activations
-(absolute maximum 1 to 200 over 32767), one exhaustive sweep of all 65,536 int16 inputs where the op
-is elementwise, and the parameter checks of each Prepare. HARD_SWISH, L2_NORMALIZATION and
-LOG_SOFTMAX have no int16 kernel in LiteRT: that is checked too, so a LiteRT that gains one fails here.
+(absolute maximum 1 to 200 over 32767), sweeps of all 65,536 int16 inputs (SOFTMAX: as one row and
+as 256 rows), and the parameter checks of each Prepare, each beside LiteRT's own answer.
+HARD_SWISH, L2_NORMALIZATION and LOG_SOFTMAX have no int16 kernel in LiteRT: that is checked too, so
+a LiteRT that gains one fails here.
 """
 import functools
 import math
@@ -91,6 +92,16 @@ def test_softmax_int16_refuses_what_litert_refuses():
         qk.prepare_softmax(0.01, storage=np.int16, input_zero_point=1)
     with pytest.raises(RuntimeError, match="SOFTMAX"):
         one_op(OP.SOFTMAX, x, 0.01, Q15, SoftmaxOptions(beta=1.0), zp_in=1)
+
+
+@pytest.mark.parametrize("s_in", [1 / 32767, 20 / 32767, 200 / 32767])
+@pytest.mark.parametrize("rows", [1, 256])
+def test_softmax_int16_every_input(s_in, rows):
+    """All 65,536 int16 values: one row (every value against the maximum 32767) and 256 rows of 256."""
+    x = ALL16.reshape(rows, -1)
+    p = qk.prepare_softmax(s_in, storage=np.int16)
+    assert_same("SOFTMAX int16 (all inputs)", qk.softmax(x, **p.as_kwargs()),
+                one_op(OP.SOFTMAX, x, s_in, Q15, SoftmaxOptions(beta=1.0)))
 
 
 @pytest.mark.parametrize("s_in", [1e-12, 1e-9, 0.5, 5.0])
