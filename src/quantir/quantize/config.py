@@ -13,6 +13,7 @@ BiasCorrection = Literal["off", "weights", "empirical"]
 WeightRounding = Literal["nearest", "hessian"]
 LayerNormForm = Literal["rsqrt", "l2"]
 Target = Literal["litert", "onnxruntime"]
+Activations = Literal["int8", "int16"]
 TARGETS = ("litert", "onnxruntime")
 
 
@@ -50,6 +51,10 @@ class Config:
     L2_NORMALIZATION and one MUL, which keeps rows whose variances differ by 100x or more (the
     residual streams of PP-OCR's SVTR blocks) where the int8 variance would round the small ones away.
 
+    ``activations``: ``"int8"`` (LiteRT's int8 spec) or ``"int16"`` (its 16x8 mode: every activation
+    int16 symmetric, zero point 0, weights still int8, FC biases int32 (LiteRT's quantized_bias_type
+    INT32); an op with no int16 kernel runs in int8 between requantizes, see ``quantize.solver``).
+
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
@@ -70,6 +75,7 @@ class Config:
     target: Target = "litert"                 # litert | onnxruntime: whose integer arithmetic quantir evaluates
     weight_rounding: WeightRounding = "nearest"   # nearest | hessian (see above)
     layer_norm: LayerNormForm = "rsqrt"       # rsqrt | l2: the LiteRT ops a LayerNorm becomes (see above)
+    activations: Activations = "int8"         # int8 | int16 (16x8: int16 activations, int8 weights; see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -90,6 +96,9 @@ class Config:
             raise ValueError(f"layer_norm must be 'rsqrt' or 'l2', got {self.layer_norm!r}")
         if self.weight_rounding not in ("nearest", "hessian"):
             raise ValueError(f"weight_rounding must be 'nearest' or 'hessian', got {self.weight_rounding!r}")
+        if self.activations not in ("int8", "int16"):
+            raise CalibrationError(f"activations must be 'int8' or 'int16' (the storage of every activation tensor; "
+                                   f"int16 is LiteRT's 16x8 mode), got {self.activations!r}")
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 

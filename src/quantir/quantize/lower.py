@@ -37,10 +37,12 @@ from ..types import (FloatType, IntegerType, TensorType, Type, UniformQuantizedP
                      UniformQuantizedType)
 from .config import Config
 from .naming import integer_name, requantized_name
-from .params import ActParams, Params, WeightParams, act_type, quantized_weights, region_weights, weight_params
+from .params import (ActParams, Params, WeightParams, act_type, at_width, quantized_weights, region_bits,
+                     region_weights, weight_params)
 from .regions import Annotation, Region, constant_array
 
 I8, I32, F32 = IntegerType(8), IntegerType(32), FloatType("f32")
+STORAGE = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
 class Lowerer:
@@ -57,7 +59,8 @@ class Lowerer:
         # each source value's float version and its first integer version (``quantized``)
         self.floats: IRMapping[Value] = IRMapping()
         self.quants: IRMapping[Value] = IRMapping()
-        self.requants: dict[tuple[int, float, int], Value] = {}
+        self.requants: dict[tuple, Value] = {}
+        self.bits = 8   # the activation width of the region being lowered (params.region_bits)
         if arguments is None:
             self.fn = function_like(fn)
             bound = [(old, old.type) for old in fn.arguments]
@@ -90,7 +93,7 @@ class Lowerer:
 
     def stored_constant(self, ints: np.ndarray, storage: IntegerType, qtype: Type) -> Value:
         """Storage integers as a constant, reinterpreted as the quantized type (quant.scast)."""
-        c = self.constant(np.asarray(ints).astype({8: np.int8, 32: np.int32}[storage.width]), storage)
+        c = self.constant(np.asarray(ints).astype(STORAGE[storage.width]), storage)
         return self.emit(quant.SCAST.build([c], [qtype])).result
 
     # -- value versions -----------------------------------------------------------------------
@@ -111,7 +114,7 @@ class Lowerer:
         have = self.quants.lookup_or_none(v)
         if have is not None and have.type == want:
             return have
-        key = (id(v), params.scale, params.zero_point)
+        key = (id(v), params.scale, params.zero_point) + ((params.bits,) if params.bits != 8 else ())
         if key in self.requants:
             return self.requants[key]
         array = constant_array(v)
@@ -120,8 +123,9 @@ class Lowerer:
             m, s = quantize_multipliers(real)
             out = self.emit(qnn.REQUANTIZE.build([have], [want], multiplier=m.tolist(), shift=s.tolist())).result
         elif array is not None:
-            ints = quantize_tflite(array, np.float32(params.scale), params.zero_point)
-            out = self.stored_constant(ints, I8, want)
+            limit = 2 ** (params.bits - 1)
+            ints = quantize_tflite(array, np.float32(params.scale), params.zero_point, -limit, limit - 1)
+            out = self.stored_constant(ints, want.element_type.storage_type, want)
         else:
             out = self.emit(quant.QCAST.build([self.floating(v)], [want])).result
         # the first integer version of a value is "<name>__q"; requantized copies get their own names
@@ -133,8 +137,9 @@ class Lowerer:
         return out
 
     def input(self, v: Value) -> Value:
-        """A region input, quantized with its solved parameters."""
-        return self.quantized(v, self.params[v])
+        """A region input, quantized with its solved parameters at the region's width (an op with
+        no int16 kernel reads an int16 value through a requantize to int8)."""
+        return self.quantized(v, at_width(self.params[v], self.bits))
 
     def out_type(self, region: Region) -> TensorType:
         return act_type(self.params[region.output], region.output.type)
@@ -173,6 +178,8 @@ class Lowerer:
         s_in = np.float32(qnn.scales_of(x.type))
         s_w = np.broadcast_to(np.float32(qnn.scales_of(w.type)), (channels,))
         scale, _ = bias_qparams(s_in, s_w)
+        # int32 for 16x8 too (quantir's quant types stop at 32 bits): LiteRT's FC then needs the op's
+        # quantized_bias_type INT32 and accumulates in int32 (the interpreter refuses an overflow)
         ints = quantize_bias(b, scale, on_overflow="saturate")
         qt = UniformQuantizedPerAxisType(storage_type=I32, expressed_type=F32,
                                          scales=tuple(float(s) for s in np.atleast_1d(scale)),
@@ -195,7 +202,11 @@ class Lowerer:
         return self.fn
 
     def lower_region(self, region: Region) -> Value:
-        out = region.pattern.lower(self, region)
+        self.bits = region_bits(region, self.config.activations)
+        try:
+            out = region.pattern.lower(self, region)
+        finally:
+            self.bits = 8
         out.op.label = out.op.label or region.label
         if not region.pattern.op.output_quantized:   # a bool or index result: the float ops after it read it as is
             out.name_hint = region.output.name_hint

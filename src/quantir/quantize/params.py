@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import Value
 from ..ir.dialects import nn
 from ..ir.dialects.nn_conv import conv_transpose_geometry
-from ..numerics import quantize_weights, symmetric_weight_qparams
+from ..numerics import asymmetric_qparams, quantize_weights, symmetric_activation_qparams, symmetric_weight_qparams
 from ..types import FloatType, IntegerType, TensorType, Type, UniformQuantizedType
 from .regions import Region, conv_window
 
@@ -26,13 +26,42 @@ I8, F32 = IntegerType(8), FloatType("f32")
 
 @dataclass(frozen=True)
 class ActParams:
-    """int8 per-tensor parameters of one activation tensor."""
+    """Per-tensor parameters of one activation tensor: int8 (asymmetric), or int16 (``bits=16``:
+    LiteRT's 16x8 mode, symmetric with zero point 0)."""
 
     scale: float          # a float32 value
     zero_point: int
     fixed: bool = False   # imposed by the op (softmax ...), not calibrated
     rmin: float = 0.0     # the range they came from
     rmax: float = 0.0
+    bits: int = 8         # storage width: 8 or 16
+
+
+def range_params(lo: float, hi: float, bits: int = 8) -> tuple[float, int]:
+    """(scale, zero point) of a calibrated range: int8 asymmetric (real 0 exact), or int16
+    symmetric, ``amax / 32767`` with zero point 0. A zero range gets the int8 scale's 1/256, the
+    same resolution for nothing to resolve (LiteRT's helper gives it a zero scale)."""
+    if bits == 8:
+        scale, zp = asymmetric_qparams(lo, hi)
+        return float(scale), int(zp)
+    if max(abs(lo), abs(hi)) > 0.0:
+        return float(symmetric_activation_qparams(lo, hi, bits=16)[0]), 0
+    return float(np.float32(asymmetric_qparams(lo, hi)[0] / np.float32(256.0))), 0
+
+
+def region_bits(region: Region, activations: str) -> int:
+    """The activation width ``region`` computes in: 16 under ``Config(activations="int16")`` where
+    its declaration has a 16x8 kernel (``QuantOp.int16``), else 8."""
+    return 16 if activations == "int16" and region.pattern.op.int16 else 8
+
+
+def at_width(params: ActParams, bits: int) -> ActParams:
+    """``params`` re-derived for another storage width from the same range (an op with no int16
+    kernel reads an int16 tensor through a requantize to int8, and the reverse)."""
+    if params.bits == bits:
+        return params
+    scale, zp = range_params(params.rmin, params.rmax, bits)
+    return ActParams(scale, zp, False, params.rmin, params.rmax, bits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,8 +85,9 @@ Params = Mapping[Value, "ActParams | WeightParams"]
 
 
 def act_type(params: ActParams, like: Type) -> TensorType:
-    """The int8 tensor type of an activation with ``params``, shaped like ``like``."""
-    q = UniformQuantizedType(storage_type=I8, expressed_type=F32, scale=params.scale, zero_point=params.zero_point)
+    """The int8 (int16) tensor type of an activation with ``params``, shaped like ``like``."""
+    storage = I8 if params.bits == 8 else IntegerType(params.bits)
+    q = UniformQuantizedType(storage_type=storage, expressed_type=F32, scale=params.scale, zero_point=params.zero_point)
     return TensorType(like.shape, q)
 
 

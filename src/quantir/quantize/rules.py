@@ -128,7 +128,22 @@ def _close(a, b, rtol: float) -> bool:
     return bool(np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=0))
 
 
-def _check_tensor(rule: Rule, q: QParams | None, rtol: float, inputs: Sequence[QParams | None]) -> list[str]:
+_ACTIVATION_KINDS = (Kind.ACT, Kind.SAME_AS, Kind.FIXED)
+
+
+def is_16x8(op: QuantizedOp, row: OpSpec) -> bool:
+    """An op of LiteRT's 16x8 mode: one of its activation operands or results is int16."""
+    rules = row.inputs if not row.variadic else (row.inputs[0],) * len(op.inputs)
+    tensors = [q for r, q in zip(rules, op.inputs) if r.kind in _ACTIVATION_KINDS]
+    if row.output.kind in _ACTIVATION_KINDS:
+        tensors += list(op.outputs)
+    return any(q is not None and q.dtype == "int16" for q in tensors)
+
+
+def _check_tensor(rule: Rule, q: QParams | None, rtol: float, inputs: Sequence[QParams | None],
+                  fixed16: tuple[float, int] | None = None, wide: bool = False) -> list[str]:
+    """``wide``: the op runs LiteRT's 16x8 kernel (activations int16 with zero point 0, a FIXED
+    output takes ``fixed16``, the bias may be int64)."""
     if rule.kind is Kind.ANY:
         return []
     if q is None or q.scale is None:
@@ -138,12 +153,14 @@ def _check_tensor(rule: Rule, q: QParams | None, rtol: float, inputs: Sequence[Q
     zp = np.asarray(q.zero_point if q.zero_point is not None else 0, np.int64)
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
         errors.append(f"scale must be finite and positive, found {scale.tolist()}")
-    if rule.kind in (Kind.ACT, Kind.SAME_AS, Kind.FIXED):
-        if q.dtype != "int8":
-            errors.append(f"activations must be int8, found {q.dtype}")
+    if rule.kind in _ACTIVATION_KINDS:
+        if q.dtype != ("int16" if wide else "int8"):
+            errors.append(f"activations must be {'int16 (16x8 op)' if wide else 'int8'}, found {q.dtype}")
         if q.per_axis and scale.size > 1:
             errors.append("activations must be quantized per tensor, found per-axis parameters")
-        if np.any(zp < -128) or np.any(zp > 127):
+        if wide and np.any(zp != 0):
+            errors.append(f"16x8 activations must be symmetric (zero point 0), found {zp.tolist()}")
+        if not wide and (np.any(zp < -128) or np.any(zp > 127)):
             errors.append(f"zero point {zp.tolist()} outside [-128, 127]")
     if rule.kind is Kind.WEIGHT:
         if q.dtype != "int8":
@@ -155,8 +172,8 @@ def _check_tensor(rule: Rule, q: QParams | None, rtol: float, inputs: Sequence[Q
         if q.values is not None and np.any(np.asarray(q.values) == -128):
             errors.append("weights must lie in the narrow range [-127, 127], found -128")
     if rule.kind is Kind.BIAS:
-        if q.dtype != "int32":
-            errors.append(f"bias must be int32, found {q.dtype}")
+        if q.dtype not in (("int32", "int64") if wide else ("int32",)):
+            errors.append(f"bias must be {'int32 or int64' if wide else 'int32'}, found {q.dtype}")
         if np.any(zp != 0):
             errors.append("bias zero point must be 0")
         x, w = inputs[0], inputs[1]
@@ -172,8 +189,8 @@ def _check_tensor(rule: Rule, q: QParams | None, rtol: float, inputs: Sequence[Q
             if not _close(scale, ref.scale, rtol) or not np.array_equal(zp, np.asarray(ref.zero_point or 0)):
                 errors.append(f"must have the same scale and zero point as input {rule.same_as} "
                               f"({_fmt(ref.scale)}, {_fmt(ref.zero_point)}), found ({_fmt(scale)}, {_fmt(zp)})")
-    if rule.kind is Kind.FIXED and rule.fixed is not None:
-        want_scale, want_zp = rule.fixed
+    if rule.kind is Kind.FIXED and rule.fixed is not None and (fixed16 is not None or not wide):
+        want_scale, want_zp = fixed16 if wide else rule.fixed
         if not _close(scale, want_scale, rtol) or np.any(zp != want_zp):
             errors.append(f"output parameters must be ({want_scale:g}, {want_zp}), "
                           f"found ({_fmt(scale)}, {_fmt(zp)})")
@@ -187,12 +204,14 @@ def _fmt(a) -> str:
     return "[" + ", ".join(f"{v:.6g}" for v in a.ravel()[:4]) + (", ..." if a.size > 4 else "") + "]"
 
 
-def check_op(op: QuantizedOp, row: OpSpec) -> list[Violation]:
-    """Every way ``op`` breaks its spec ``row``: operand and result rules, then the kernel's limits."""
+def check_op(op: QuantizedOp, row: OpSpec, fixed16: tuple[float, int] | None = None) -> list[Violation]:
+    """Every way ``op`` breaks its spec ``row``: operand and result rules, then the kernel's limits.
+    An op with int16 activations is checked by the 16x8 rules (``fixed16``: its FIXED output's)."""
     found: list[Violation] = []
+    wide = is_16x8(op, row)
     rules = row.inputs if not row.variadic else (row.inputs[0],) * len(op.inputs)
     for i, (rule, q) in enumerate(zip(rules, op.inputs)):
-        for message in _check_tensor(rule, q, row.scale_rtol, op.inputs):
+        for message in _check_tensor(rule, q, row.scale_rtol, op.inputs, fixed16, wide):
             found.append(Violation(op.name, op.kind, f"input {i}", message))
     if row.variadic and op.outputs:
         # every input shares the output's parameters: check each against the output
@@ -207,7 +226,7 @@ def check_op(op: QuantizedOp, row: OpSpec) -> list[Violation]:
                                        f"{_fmt(out.zero_point)}), found ({_fmt(q.scale)}, {_fmt(q.zero_point)})"))
     for j, q in enumerate(op.outputs):
         rule = row.output if not (row.variadic and row.output.kind is Kind.SAME_AS) else ACT
-        for message in _check_tensor(rule, q, row.scale_rtol, op.inputs):
+        for message in _check_tensor(rule, q, row.scale_rtol, op.inputs, fixed16, wide):
             found.append(Violation(op.name, op.kind, f"output {j}", message))
     for limit in row.limits:
         message = limit(op)

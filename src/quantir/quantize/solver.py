@@ -11,7 +11,12 @@
   gives its result no parameters.
 - Fixed-output ops (softmax, logistic, tanh) win: their class gets the fixed parameters.
 - Activation parameters are LiteRT's: asymmetric int8 per tensor, real 0 exactly
-  representable (``numerics.asymmetric_qparams``, TFLite scheme).
+  representable (``numerics.asymmetric_qparams``, TFLite scheme). Under
+  ``Config(activations="int16")`` (LiteRT's 16x8 mode) the outputs of ops with a 16x8 kernel
+  (``QuantOp.int16``) and the values no op produces (inputs, float results) are int16 symmetric,
+  ``amax / 32767`` with zero point 0, from the same range; fixed outputs take the op's int16
+  parameters (``QuantOp.int16_fixed``). An op without a 16x8 kernel keeps int8 parameters for its
+  output and reads its inputs at int8 (the lowering requantizes them: ``params.at_width``).
 - Weights of a conv/FC (``WeightParams``, keyed by the weight constant's value): symmetric
   narrow-range int8 per output channel, a channel's scale raised where needed so its int32
   bias stays within ±2^30 (LiteRT's converter does the same); and the float bias to quantize,
@@ -53,9 +58,9 @@ from .calibrate import CalibrationInfo, Statistics, default_callback
 from .config import Config
 from .methods import Range
 from .ops.activation import gates_itself, silu_input_range
-from .params import (ActParams, Params, WeightParams, corrected, dequantized,  # noqa: F401
+from .params import (ActParams, Params, WeightParams, at_width, corrected, dequantized,  # noqa: F401
                      expected_taps, hessian_applies, hessian_rounded, input_gram, mean_output, quantized_weights,
-                     region_weights, weight_error_output, weight_params)
+                     range_params, region_bits, region_weights, weight_error_output, weight_params)
 from .regions import Annotation, Region, constant_array, weighted_input
 from .rules import Kind
 from .trace import IntegerTrace
@@ -89,6 +94,8 @@ class _Solver:
         self.values: dict[int, Value] = {}
         self.ranges: dict[int, tuple[float, float]] = {}
         self.fixed: dict[int, tuple[float, int]] = {}           # class root -> fixed (scale, zp)
+        self.fixed16: dict[int, tuple[float, int] | None] = {}  # class root -> its int16 fixed (scale, zp)
+        self.narrow: set[int] = set()   # values kept int8 under activations="int16" (their op has no 16x8 kernel)
         self.weights: dict[Value, tuple[Region, float, WeightParams]] = {}
         self.shared: set[Value] = set()                          # weights used by several regions
         uf = _UnionFind()
@@ -109,6 +116,9 @@ class _Solver:
                         uf.union(id(v), id(region.output))
             if row.output.kind is Kind.FIXED and outputs:
                 self.fixed.setdefault(id(region.output), row.output.fixed)
+                self.fixed16.setdefault(id(region.output), decl.int16_fixed if decl.int16 else None)
+            if outputs and self.bits(region) == 8:
+                self.narrow.add(id(region.output))
             if decl.solver.shared_inputs:
                 for v in region.inputs[1:]:
                     uf.union(id(v), id(region.inputs[0]))
@@ -129,6 +139,8 @@ class _Solver:
         fixed, self.fixed = self.fixed, {}
         for k, f in fixed.items():   # the first fixed-output op of a class wins
             self.fixed.setdefault(self.root[k], f)
+            if self.fixed[self.root[k]] is f:
+                self.fixed16.setdefault(self.root[k], self.fixed16.pop(k, None))
         self._provisional: dict[int, tuple[float, float]] = {}
         # attention masks (quantize.attention_mask): class root -> the range its members get
         self.masks = MaskedAdds.find(annotation)
@@ -151,6 +163,16 @@ class _Solver:
             self.trace = IntegerTrace(fn, annotation, _Decided(self), config, statistics.kept, statistics.make_engine)
 
     # -- parameters ---------------------------------------------------------------------------
+    def bits(self, region: Region) -> int:
+        return region_bits(region, self.config.activations)
+
+    def value_bits(self, v: Value) -> int:
+        return 16 if self.config.activations == "int16" and id(v) not in self.narrow else 8
+
+    def input_params(self, region: Region, v: Value) -> ActParams:
+        """``v``'s parameters as ``region`` reads it (at the region's width)."""
+        return at_width(self.act_params(v), self.bits(region))
+
     def act_params(self, v: Value, candidate: tuple[int, tuple[float, float]] | None = None) -> ActParams:
         """Parameters of ``v`` from its class's ranges: those decided so far, a ``candidate`` for one
         member, and for members not decided yet their observed range (``provisional``)."""
@@ -166,6 +188,8 @@ class _Solver:
         if not known:
             raise KeyError(v)
         lo, hi = min(r[0] for r in known), max(r[1] for r in known)
+        if self.value_bits(v) == 16:
+            return self._wide_params(root, lo, hi)
         if root in self.fixed:
             s, zp = self.fixed[root]
             return ActParams(float(np.float32(s)), int(zp), True, lo, hi)
@@ -174,6 +198,18 @@ class _Solver:
         if floor is not None and float(scale) < floor:   # rmin/rmax keep the calibrated range (health names it)
             scale, zp = asymmetric_qparams(*_widened(lo, hi, floor))
         return ActParams(float(scale), int(zp), False, lo, hi)
+
+    def _wide_params(self, root: int, lo: float, hi: float) -> ActParams:
+        """int16 parameters of a class with range ``[lo, hi]``: the fixed ones of its op's 16x8 kernel,
+        else symmetric (an int8-only fixed op's class gets them from its range), above its floor."""
+        fixed = self.fixed16.get(root) if root in self.fixed else None
+        if fixed is not None:
+            return ActParams(float(np.float32(fixed[0])), int(fixed[1]), True, lo, hi, 16)
+        scale, zp = range_params(lo, hi, 16)
+        floor = self.floors.get(root)
+        if floor is not None and scale < floor:
+            scale = float(np.float32(floor))
+        return ActParams(scale, zp, False, lo, hi, 16)
 
     def provisional(self, k: int) -> tuple[float, float]:
         """The range a member of a same-scale class will most likely get: the configured method's
@@ -210,15 +246,17 @@ class _Solver:
             key = region.match.values["w"]
             if key in self.weights:
                 self.shared.add(key)
-            s_in = self.act_params(x).scale
+            s_in = self.input_params(region, x).scale
             self.weights[key] = (region, s_in, self.region_weight_params(region, x, s_in))
         if region.pattern.op.output_quantized and id(region.output) not in self.ranges:
             r = callback(info)
             lo, hi = self.returned_range(region, float(r.rmin), float(r.rmax))
             rules = region.pattern.op.solver
             self.ranges[id(region.output)] = (lo, hi)
-            scales = [self.act_params(v).scale for v in region.inputs if constant_array(v) is None]
-            floor = rules.finest_output_scale(scales) if rules.finest_output_scale is not None and scales else None
+            scales = [self.input_params(region, v).scale for v in region.inputs if constant_array(v) is None]
+            finest = rules.finest_output_scale16 if self.bits(region) == 16 else None
+            finest = finest or rules.finest_output_scale
+            floor = finest(scales) if finest is not None and scales else None
             if rules.degenerate_floor is not None and max(hi, 0.0) - min(lo, 0.0) <= NEAR_ZERO_TOLERANCE:
                 floor = rules.degenerate_floor(region, *self.weights[region.match.values["w"]][1:])
             if floor is not None:
@@ -291,7 +329,7 @@ class _Solver:
         for key, (region, s_in, wp) in self.weights.items():
             if key in self.shared:
                 continue   # tied weights: the lowering quantizes them per use, uncorrected
-            s_final = out[weighted_input(region)].scale
+            s_final = at_width(out[weighted_input(region)], self.bits(region)).scale
             if s_final != s_in:   # a same-scale class widened the input after this region
                 w, b = region_weights(region)
                 again = weight_params(w, b, s_final, self.config.per_channel, wp.correction)

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from . import ops
 from .rules import (ACT, ANY, BIAS, FIXED, SAME_AS, WEIGHT, CheckReport, Kind, OpSpec, QParams,  # noqa: F401
-                    QuantizedOp, Rule, Violation, check_op as check_row)
+                    QuantizedOp, Rule, Violation, check_op as check_row, is_16x8)
 
 # Rows of the LiteRT spec that no declaration holds yet: quantir checks these ops in files it
 # reads but does not produce them.
@@ -40,10 +40,20 @@ def _table() -> dict[str, OpSpec]:
 # The table. Keys are LiteRT builtin operator names.
 SPEC: dict[str, OpSpec] = _table()
 
+# LiteRT's 16x8 mode (int16 activations): the builtins with an int16 kernel, and the fixed output
+# parameters of those that fix them (SOFTMAX, LOGISTIC, TANH: 1/32768, 0)
+INT16: dict[str, tuple[float, int] | None] = {
+    b.name: d.int16_fixed for d in ops.DECLARATIONS.values() if d.int16 for b in d.all_rows()}
+
 
 def check_op(op: QuantizedOp) -> list[Violation]:
     row = SPEC.get(op.kind)
-    return [] if row is None else check_row(op, row)
+    if row is None:
+        return []
+    if op.kind not in INT16 and is_16x8(op, row):
+        return [Violation(op.name, op.kind, "output 0", f"int16 activations, but quantir knows no LiteRT 16x8 "
+                                                        f"kernel for {op.kind}: keep it int8 between QUANTIZE ops")]
+    return check_row(op, row, INT16.get(op.kind))
 
 
 def check(ops_: Sequence[QuantizedOp]) -> CheckReport:

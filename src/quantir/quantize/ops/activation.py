@@ -63,7 +63,8 @@ def softmax_beta_limit(op: Operation) -> str | None:
 SOFTMAX = declare(QuantOp(
     qnn.SOFTMAX, OP.SOFTMAX, OpSpec((ACT,), FIXED(1.0 / 256.0, -128), scale_rtol=1e-3),
     patterns=(QuantizerPattern("softmax", unary(nn.SOFTMAX), lower_unary(qnn.SOFTMAX), check=_check_softmax),),
-    kernel=qnn_ops.softmax, ir_limits=(softmax_beta_limit,), qdq_ops=(nn.SOFTMAX,)))
+    kernel=qnn_ops.softmax, ir_limits=(softmax_beta_limit,), qdq_ops=(nn.SOFTMAX,),
+    int16=True, int16_fixed=(1.0 / 32768.0, 0)))
 
 # LOGISTIC's int8 output (1/256, -128) is 0 for every input below -LOGISTIC_SATURATES (σ(-6.5)·256
 # = 0.38 rounds to step 0) and 255/256 above it (σ(6.5)·256 = 255.6 saturates at 127): a value
@@ -81,7 +82,7 @@ LOGISTIC = declare(QuantOp(
     qnn.LOGISTIC, OP.LOGISTIC, OpSpec((ACT,), FIXED(1.0 / 256.0, -128)),
     patterns=(QuantizerPattern("sigmoid", unary(nn.UNARY["sigmoid"]), lower_unary(qnn.LOGISTIC)),),
     kernel=qnn_ops.table(qk.prepare_logistic, qk.logistic), qdq_ops=(nn.UNARY["sigmoid"],),
-    solver=SolverRules(input_range=logistic_input_range)))
+    solver=SolverRules(input_range=logistic_input_range), int16=True, int16_fixed=(1.0 / 32768.0, 0)))
 
 
 # SiLU / Swish written out, x·σ(x), is LOGISTIC then MUL of x by its gate. Below SILU_FLOOR the
@@ -107,7 +108,8 @@ def gates_itself(v: Value) -> bool:
 TANH = declare(QuantOp(
     qnn.TANH, OP.TANH, OpSpec((ACT,), FIXED(1.0 / 128.0, 0)),
     patterns=(QuantizerPattern("tanh", unary(nn.UNARY["tanh"]), lower_unary(qnn.TANH)),),
-    kernel=qnn_ops.table(qk.prepare_tanh, qk.tanh), qdq_ops=(nn.UNARY["tanh"],)))
+    kernel=qnn_ops.table(qk.prepare_tanh, qk.tanh), qdq_ops=(nn.UNARY["tanh"],),
+    int16=True, int16_fixed=(1.0 / 32768.0, 0)))
 
 
 # -- HARD_SWISH ----------------------------------------------------------------------------------------
@@ -195,7 +197,7 @@ def leaky_alpha_limit(op: Operation) -> str | None:
 LEAKY_RELU = declare(QuantOp(
     qnn.LEAKY_RELU, OP.LEAKY_RELU, OpSpec((ACT,), ACT),
     patterns=(QuantizerPattern("leaky_relu", unary(nn.UNARY["leaky_relu"]), lower_unary(qnn.LEAKY_RELU)),),
-    kernel=qnn_ops.leaky_relu, ir_limits=(leaky_alpha_limit,), qdq_ops=(nn.UNARY["leaky_relu"],)))
+    kernel=qnn_ops.leaky_relu, ir_limits=(leaky_alpha_limit,), qdq_ops=(nn.UNARY["leaky_relu"],), int16=True))
 
 CLAMP = declare(QuantOp(
     qnn.CLAMP, OP.RELU, OpSpec((ACT,), ACT),
@@ -210,7 +212,7 @@ CLAMP = declare(QuantOp(
 # -- QUANTIZE ------------------------------------------------------------------------------------------
 
 REQUANTIZE = declare(QuantOp(
-    qnn.REQUANTIZE, OP.QUANTIZE, OpSpec((ANY,), ACT), kernel=qnn_ops.requantize,
+    qnn.REQUANTIZE, OP.QUANTIZE, OpSpec((ANY,), ACT), kernel=qnn_ops.requantize, int16=True,
     doc="int8 -> int8 with other parameters: one fixed-point multiply"))
 
 
@@ -219,7 +221,7 @@ def _qcast_view(op: Operation) -> QuantizedOp:
 
 
 QCAST = declare(QuantOp(
-    quant.QCAST, OP.QUANTIZE, OpSpec((ANY,), ACT), view=_qcast_view,
+    quant.QCAST, OP.QUANTIZE, OpSpec((ANY,), ACT), view=_qcast_view, int16=True,
     doc="float -> int8 (LiteRT's QUANTIZE rounding); its kernel is the quant dialect's"))
 
 
@@ -292,14 +294,6 @@ def lower_gelu(approximate: bool | None = None):
     return lower
 
 
-def gelu_kernel(op: Operation, x):
-    xv, y = op.operands[0], op.results[0]
-    table = qnn_ops.prepare_once(op, lambda: qk.prepare_gelu(
-        qnn_ops.scale_of(xv), qnn_ops.zero_point_of(xv), qnn_ops.scale_of(y), qnn_ops.zero_point_of(y),
-        approximate=bool(op.attr("approximate"))))
-    return qk.gelu(x, table=table)
-
-
 GELU = declare(QuantOp(
     qnn.GELU, OP.GELU, OpSpec((ACT,), ACT),
     patterns=(QuantizerPattern("gelu", unary(nn.UNARY["gelu"]), lower_gelu(), doc="ONNX Gelu (none or tanh)"),
@@ -307,7 +301,7 @@ GELU = declare(QuantOp(
                                doc="x·½·(1 + erf(x/√2)) written out"),
               QuantizerPattern("gelu_tanh", _TANH_GELU, lower_gelu(True), check=_check_gelu_arithmetic,
                                priority=-1, doc="x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))) written out")),
-    kernel=gelu_kernel, qdq_ops=(nn.UNARY["gelu"],),
+    kernel=qnn_ops.gelu, qdq_ops=(nn.UNARY["gelu"],), int16=True,
     cannot={},
     doc="GELU as LiteRT's int8 lookup table"))
 

@@ -16,8 +16,8 @@ from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
 from ...types import TensorType
 from ..builtins import BuiltinOperator as OP
-from ..lower import F32, I8, Lowerer
-from ..params import ActParams, act_type
+from ..lower import F32, Lowerer
+from ..params import ActParams, act_type, range_params
 from ..regions import QuantizerPattern, Region, binary, clip_fusable, rank, with_activation
 from ..rules import ACT, OpSpec
 from .registry import QuantOp, SolverRules, declare
@@ -31,6 +31,7 @@ from .registry import QuantOp, SolverRules, declare
 # integer op can produce; the health check names the tensor when its range was degenerate.
 # Normal ranges are far from these floors and unchanged.
 ADD_LEFT_SHIFT = 20         # ADD/SUB's int8 input left shift: mo = 2·max(s1, s2) / (2**20 · s_out) < 1
+ADD_LEFT_SHIFT16 = 15       # the 16x8 general kernel's
 MUL_MAX_RATIO = 2.0 ** 14   # s1·s2 / s_out: a product of two int8 differs (< 2**16) times 2**15 fits int32
 MARGIN = 1.0 + 2.0 ** -10   # float32 rounding of the scale must not land back on the limit
 
@@ -41,6 +42,15 @@ def finest_add_scale(input_scales: list[float]) -> float | None:
 
 def finest_mul_scale(input_scales: list[float]) -> float | None:
     return input_scales[0] * input_scales[1] / MUL_MAX_RATIO * MARGIN if len(input_scales) == 2 else None
+
+
+def finest_add_scale16(input_scales: list[float]) -> float | None:
+    return 2.0 * max(input_scales) / 2.0 ** ADD_LEFT_SHIFT16 * MARGIN if len(input_scales) == 2 else None
+
+
+def finest_mul_scale16(input_scales: list[float]) -> float | None:
+    """A product of two int16 values reaches 2**30: a multiplier above 1 would shift it out of int32."""
+    return input_scales[0] * input_scales[1] * MARGIN if len(input_scales) == 2 else None
 
 
 def _check_binary(m: Match) -> str | None:
@@ -66,14 +76,20 @@ def lower_binary(opdef):
 
 
 def lower_div(lw: Lowerer, r: Region) -> Value:
-    """``a / b`` for a constant ``b``: MUL by ``1 / b`` (float32), an int8 constant with its own range."""
+    """``a / b`` for a constant ``b``: MUL by ``1 / b`` (float32), an int8 (16x8: int16) constant with
+    its own range."""
     op = r.match.ops["op"]
     recip = (np.float32(1) / np.asarray(r.match.consts["b"], np.float32)).astype(np.float32)
     lo, hi = min(float(recip.min()), 0.0), max(float(recip.max()), 0.0)
-    scale, zp = asymmetric_qparams(lo, hi)
-    params = ActParams(float(scale), int(zp), False, lo, hi)
-    c = lw.stored_constant(quantize_tflite(recip, np.float32(scale), int(zp)), I8,
-                           act_type(params, TensorType(recip.shape, F32)))
+    if lw.bits == 8:
+        scale, zp = asymmetric_qparams(lo, hi)
+        params = ActParams(float(scale), int(zp), False, lo, hi)
+    else:
+        params = ActParams(*range_params(lo, hi, lw.bits), False, lo, hi, lw.bits)
+    limit = 2 ** (params.bits - 1)
+    t = act_type(params, TensorType(recip.shape, F32))
+    c = lw.stored_constant(quantize_tflite(recip, np.float32(params.scale), params.zero_point, -limit, limit - 1),
+                           t.element_type.storage_type, t)
     c.name_hint = f"{op.operands[1].name_hint or 'divisor'}.reciprocal"
     a = lw.input(r.match["a"])
     return lw.emit(qnn.MUL.build([a, c], [lw.out_type(r)], activation=r.activation), op).result
@@ -85,7 +101,7 @@ ADD = declare(QuantOp(
                                ("a", "b"), check=_check_binary,
                                doc="Add, or a Sum of two operands (older ResNets' residuals)"),),
     kernel=qnn_ops.binary(qk.prepare_add, qk.add),
-    solver=SolverRules(finest_output_scale=finest_add_scale),
+    solver=SolverRules(finest_output_scale=finest_add_scale, finest_output_scale16=finest_add_scale16), int16=True,
     qdq_ops=(nn.ADD,)))
 
 SUB = declare(QuantOp(
@@ -93,7 +109,7 @@ SUB = declare(QuantOp(
     patterns=(QuantizerPattern("sub", with_activation(binary(nn.SUB)), lower_binary(qnn.SUB), ("a", "b"),
                                check=_check_binary),),
     kernel=qnn_ops.binary(qk.prepare_sub, qk.sub),
-    solver=SolverRules(finest_output_scale=finest_add_scale),
+    solver=SolverRules(finest_output_scale=finest_add_scale, finest_output_scale16=finest_add_scale16), int16=True,
     qdq_ops=(nn.SUB,)))
 
 MUL = declare(QuantOp(
@@ -104,5 +120,5 @@ MUL = declare(QuantOp(
                                lower_div, ("a",), check=_check_div,
                                doc="Div by a constant (x / 255, x / std): MUL by its reciprocal")),
     kernel=qnn_ops.binary(qk.prepare_mul, qk.mul),
-    solver=SolverRules(finest_output_scale=finest_mul_scale),
+    solver=SolverRules(finest_output_scale=finest_mul_scale, finest_output_scale16=finest_mul_scale16), int16=True,
     qdq_ops=(nn.MUL,)))

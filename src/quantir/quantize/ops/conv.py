@@ -207,6 +207,6 @@ FULLY_CONNECTED = declare(QuantOp(
                                weighted=True, doc="MatMul with constant weights + constant bias Add (+activation)"),
               QuantizerPattern("gemm", with_activation(Pat.alt(_GEMM, _MATMUL)), lower_fc, check=_check_gemm,
                                weighted=True, doc="Gemm or MatMul with constant weights (+activation)")),
-    kernel=qnn_ops.fully_connected,
+    kernel=qnn_ops.fully_connected, int16=True,
     qdq_ops=(nn.GEMM, nn.MATMUL),
     doc="fully-connected over the last dim"))

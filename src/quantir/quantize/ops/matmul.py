@@ -76,6 +76,6 @@ BATCH_MATMUL = declare(QuantOp(
     qnn.BATCH_MATMUL, OP.BATCH_MATMUL, OpSpec((ACT, ACT), ACT),
     patterns=(QuantizerPattern("batch_matmul", _BATCH_MATMUL, lower_batch_matmul, ("a", "b"), check=_check,
                                doc="MatMul of two activations (a Transpose of the last two dims: adj_x / adj_y)"),),
-    kernel=batch_matmul_kernel, solver=SolverRules(finest_output_scale=finest_product_scale),
+    kernel=batch_matmul_kernel, solver=SolverRules(finest_output_scale=finest_product_scale), int16=True,
     qdq_ops=(nn.MATMUL,),
     doc="LiteRT BATCH_MATMUL, int8 x int8 per tensor, int32 accumulation"))

@@ -80,7 +80,7 @@ GATHER = declare(QuantOp(
     patterns=(QuantizerPattern("gather", Pat.op(nn.GATHER, Pat.any("x"), Pat.any("indices"), name="op"),
                                lower_gather, check=_check_gather,
                                doc="Gather with constant indices, or a lookup in a constant table: a copy"),),
-    qdq_ops=(nn.GATHER,), solver=SolverRules(covers_constant_inputs=True),
+    qdq_ops=(nn.GATHER,), solver=SolverRules(covers_constant_inputs=True), int16=True,
     doc="constant indices (made non-negative at lowering: LiteRT refuses negative ones), or a constant table"))
 
 # -- SPACE_TO_DEPTH ------------------------------------------------------------------------------------

@@ -242,18 +242,12 @@ def rsqrt_input_range(region: Region, ranges: list[tuple[float, float]]) -> str 
     return None
 
 
-def rsqrt_kernel(op: Operation, x):
-    xv, y = op.operands[0], op.results[0]
-    p = qnn_ops.prepare_once(op, lambda: qk.prepare_rsqrt(qnn_ops.scale_of(xv), qnn_ops.zero_point_of(xv),
-                                                          qnn_ops.scale_of(y), qnn_ops.zero_point_of(y)))
-    return qk.rsqrt(x, **p.as_kwargs())
-
-
 RSQRT = declare(QuantOp(
     qnn.RSQRT, OP.RSQRT, OpSpec((ACT,), ACT),
     patterns=(QuantizerPattern("rsqrt", _RSQRT, lower_unary(qnn.RSQRT), check=_check_rsqrt, priority=-1,
                                doc="Reciprocal(Sqrt(v)) or Pow(v, -0.5)"),),
-    kernel=rsqrt_kernel, calibrated_check=rsqrt_input_range, qdq_ops=(nn.UNARY["sqrt"], nn.UNARY["reciprocal"]),
+    kernel=qnn_ops.rsqrt, calibrated_check=rsqrt_input_range, int16=True,
+    qdq_ops=(nn.UNARY["sqrt"], nn.UNARY["reciprocal"]),
     doc="LiteRT RSQRT (integer inverse square root of v - zp, one multiplier)"))
 
 

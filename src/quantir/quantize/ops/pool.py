@@ -145,6 +145,6 @@ MEAN = declare(QuantOp(
     qnn.MEAN, OP.MEAN, OpSpec((ACT, ANY), ACT),
     patterns=(QuantizerPattern("mean", Pat.alt(unary(nn.GLOBAL_AVERAGE_POOL), unary(nn.REDUCE_MEAN)), lower_mean,
                                check=_check_mean, doc="GlobalAveragePool and ReduceMean"),),
-    kernel=qnn_ops.mean,
+    kernel=qnn_ops.mean, int16=True,
     solver=SolverRules(finest_output_scale=finest_mean_scale),
     qdq_ops=(nn.GLOBAL_AVERAGE_POOL, nn.REDUCE_MEAN)))

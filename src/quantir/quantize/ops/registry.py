@@ -64,6 +64,8 @@ class SolverRules:
     # the output holds values of the op's constant inputs (a lookup in a constant table): its range
     # covers theirs, not only the part calibration happened to read
     covers_constant_inputs: bool = False
+    # finest_output_scale for the op's 16x8 kernel (Config(activations="int16")); None: the int8 rule
+    finest_output_scale16: Callable[[list[float]], "float | None"] | None = None
 
 
 @dataclass(eq=False)
@@ -98,6 +100,11 @@ class QuantOp:
     # format -> why that format cannot express the op (the coverage test accepts these)
     cannot: Mapping[Format, str] = field(default_factory=dict)
     doc: str = ""
+    # the interpreter's kernel has LiteRT's 16x8 path (int16 activations, zero point 0); an op
+    # without one stays int8 under Config(activations="int16"), requantized at its boundary
+    int16: bool = False
+    # a FIXED output's (scale, zero point) in int16, where the 16x8 kernel fixes them too
+    int16_fixed: tuple[float, int] | None = None
 
     @property
     def name(self) -> str:

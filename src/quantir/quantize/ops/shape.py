@@ -49,7 +49,7 @@ CONCAT = declare(QuantOp(
     OpSpec((ACT,), SAME_AS(0), variadic=True, note="every input shares the output's scale and zero point"),
     patterns=(QuantizerPattern("concat", Pat.op(nn.CONCAT, name="op", any_operands=True), lower_concat, (),
                                variadic=True),),
-    kernel=qnn_ops.concat, qdq_ops=(nn.CONCAT,), solver=SolverRules(requantizes_inputs=True)))
+    kernel=qnn_ops.concat, qdq_ops=(nn.CONCAT,), solver=SolverRules(requantizes_inputs=True), int16=True))
 
 PAD = declare(QuantOp(
     qnn.PAD, OP.PAD, OpSpec((ACT, ANY), SAME_AS(0)),
@@ -65,7 +65,7 @@ def _movement(opdef, builtin: OP, row: OpSpec, pattern: QuantizerPattern | None 
     return declare(QuantOp(
         opdef, builtin, row, patterns=(pattern,) if pattern else (), rows=rows or {},
         qdq_ops=(opdef,) if qdq else (),
-        doc=doc))
+        doc=doc, int16=True))   # RESHAPE, TRANSPOSE, SLICE ... copy int16 values unchanged
 
 
 _RESHAPE_ROW = OpSpec((ACT, ANY), SAME_AS(0))
@@ -89,7 +89,7 @@ DYNAMIC_RESHAPE = declare(QuantOp(
     nn.DYNAMIC_RESHAPE, OP.RESHAPE, _RESHAPE_ROW,
     patterns=(QuantizerPattern("dynamic_reshape", Pat.op(nn.DYNAMIC_RESHAPE, Pat.any("x"), Pat.any(), name="op"),
                                lower_dynamic_reshape, doc="Reshape to a shape computed at run time"),),
-    qdq_ops=(nn.DYNAMIC_RESHAPE,),
+    qdq_ops=(nn.DYNAMIC_RESHAPE,), int16=True,
     # (a target that folds to ONNX's 0 copies and one -1 is an nn.reshape, which the .tflite writer
     # gives a run-time SHAPE -> CONCATENATION -> GATHER target)
     cannot={Format.TFLITE_EXPORT: "its target is computed by integer shape ops (Shape, Gather, Concat, Mul ... "

@@ -1,0 +1,153 @@
+"""``Config(activations="int16")``: LiteRT's 16x8 mode (int16 symmetric activations, int8 weights).
+
+An attention-like block built with onnx.helper (FC, BATCH_MATMUL, MUL by a constant, SOFTMAX,
+residual ADDs, an FC with bias and a fused ReLU, MEAN and SUB): quantized both ways, run in
+quantir's interpreter (LiteRT BUILTIN_REF's integer kernels), compared with ONNX Runtime's float
+result on held-out inputs. Its weights lie on their int8 grid (each output channel reaches 127), so
+the difference between the two modules is the activations' width alone. The Fashion-MNIST CNN has
+ops without a 16x8 kernel (CONV_2D, HARD_SWISH): they stay int8 between requantizes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import quantir as qr
+from quantir.errors import CalibrationError
+from quantir.ir.dialects import arith, quant
+from quantir.quantize import check
+from quantir.runtime import run
+from quantir.types import UniformQuantizedType
+
+N = helper.make_node
+D, S = 16, 8
+RNG = np.random.default_rng(15)
+
+
+def _on_grid(q: np.ndarray) -> np.ndarray:
+    """float32 weights whose per-channel int8 quantization is exact: integers times one step, each
+    output channel (column of a MatMul weight) reaching 127."""
+    q = q.copy()
+    q[np.arange(D), np.arange(D)] = 127
+    return (q * np.float32(0.6 / np.sqrt(D) / 127)).astype(np.float32)
+
+
+INITS = {**{n: _on_grid(RNG.integers(-60, 61, size=(D, D))) for n in ("wq", "wk", "wv", "wo", "w1", "w2")},
+         "b1": (RNG.normal(size=D) * 0.1).astype(np.float32), "scale": np.float32(1 / np.sqrt(D)),
+         "axes": np.array([-1], np.int64)}
+
+
+def _block():
+    nodes = [N("MatMul", ["x", "wq"], ["q"]), N("MatMul", ["x", "wk"], ["k"]), N("MatMul", ["x", "wv"], ["v"]),
+             N("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), N("MatMul", ["q", "kt"], ["qk"]),
+             N("Mul", ["qk", "scale"], ["scores"]), N("Softmax", ["scores"], ["p"], axis=-1),
+             N("MatMul", ["p", "v"], ["att"]), N("MatMul", ["att", "wo"], ["o"]), N("Add", ["x", "o"], ["h"]),
+             N("MatMul", ["h", "w1"], ["f0"]), N("Add", ["f0", "b1"], ["f1"]), N("Relu", ["f1"], ["f"]),
+             N("MatMul", ["f", "w2"], ["g"]), N("Add", ["h", "g"], ["r"]),
+             N("ReduceMean", ["r", "axes"], ["m"], keepdims=1), N("Sub", ["r", "m"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", S, D])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", S, D])],
+                              [numpy_helper.from_array(np.asarray(a), n) for n, a in INITS.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+CALIBRATION = [{"x": RNG.uniform(-1, 1, size=(1, S, D)).astype(np.float32)} for _ in range(64)]
+HELD_OUT = {"x": RNG.uniform(-1, 1, size=(32, S, D)).astype(np.float32)}
+
+
+def _sqnr(want: np.ndarray, got: np.ndarray) -> float:
+    return float(10 * np.log10((want.astype(np.float64) ** 2).sum() / ((want - got).astype(np.float64) ** 2).sum()))
+
+
+def _output(module, feeds) -> np.ndarray:
+    out = run(module, feeds)
+    return next(iter(out.values())) if isinstance(out, dict) else out[0]
+
+
+def _activation_types(module):
+    """(op name, quantized result type) of every activation an op computes (constants excluded)."""
+    for op in module.main.ops:
+        if op.opdef in (arith.CONSTANT, quant.SCAST):
+            continue
+        for v in op.results:
+            t = getattr(v.type, "element_type", None)
+            if isinstance(t, UniformQuantizedType):
+                yield op.name, t
+
+
+@pytest.fixture(scope="module")
+def block():
+    want = ort.InferenceSession(_block().SerializeToString()).run(None, HELD_OUT)[0]
+    return want, {act: qr.quantize(_block(), CALIBRATION, qr.Config(progress=False, activations=act, method="minmax"))
+                  for act in ("int8", "int16")}
+
+
+def test_activations_is_validated():
+    with pytest.raises(CalibrationError, match="activations must be 'int8' or 'int16'"):
+        qr.Config(activations="int4")
+    assert qr.Config().activations == "int8"
+
+
+def test_every_activation_of_the_block_is_int16_with_zero_point_0(block):
+    _, results = block
+    types = list(_activation_types(results["int16"].module))
+    names = {name for name, _ in types}
+    assert {"qnn.fully_connected", "qnn.batch_matmul", "qnn.softmax", "qnn.add", "qnn.mul", "qnn.mean",
+            "qnn.sub"} <= names
+    for name, t in types:
+        assert t.storage_type.width == 16 and t.zero_point == 0, (name, t)
+    softmax = [t for name, t in types if name == "qnn.softmax"]
+    assert softmax and all(t.scale == 1 / 32768 for t in softmax)
+    assert all(t.storage_type.width == 8 for _, t in _activation_types(results["int8"].module))
+
+
+def test_int16_is_20_db_above_int8_against_float(block):
+    want, results = block
+    sqnr = {act: _sqnr(want, _output(r.module, HELD_OUT)) for act, r in results.items()}
+    print(f"SQNR vs float on held-out inputs: {sqnr}")
+    assert sqnr["int16"] > sqnr["int8"] + 20.0, sqnr
+
+
+def test_the_int16_module_passes_the_spec_check(block):
+    _, results = block
+    report = check.check_module(results["int16"].module)
+    assert report.checked >= 15 and not report.unknown
+    assert report.ok, [str(v) for v in report.violations]
+
+
+def test_the_16x8_check_refuses_int8_parameters_in_an_int16_op(block):
+    """The check is not vacuous: an int16 softmax with the int8 fixed output, or a nonzero int16 zero
+    point, is a violation."""
+    from quantir.quantize import spec
+    from quantir.quantize.rules import QParams, QuantizedOp
+    x = QParams("int16", 1e-3, 0)
+    bad_out = QuantizedOp("SOFTMAX", "s", (x,), (QParams("int16", 1 / 256, 0),))
+    assert any("output parameters" in v.message for v in spec.check_op(bad_out))
+    bad_zp = QuantizedOp("ADD", "a", (x, QParams("int16", 1e-3, 3)), (x,))
+    assert any("zero point 0" in v.message for v in spec.check_op(bad_zp))
+    no_kernel = QuantizedOp("HARD_SWISH", "h", (x,), (x,))
+    assert any("16x8 kernel" in v.message for v in spec.check_op(no_kernel))
+
+
+def test_fashion_cnn_keeps_its_ops_without_16x8_kernels_in_int8(repo_root):
+    """CONV_2D and HARD_SWISH have no int16 path in quantir's kernels: int8, with requantizes to and
+    from the int16 ops around them; the module runs and passes the spec check."""
+    path = repo_root / "models" / "fashion_mnist_cnn.onnx"
+    x = RNG.normal(size=(32, 1, 28, 28)).astype(np.float32)
+    r = qr.quantize(path, {"input": x}, qr.Config(progress=False, activations="int16"))
+    widths: dict[str, set[int]] = {}
+    for name, t in _activation_types(r.module):
+        widths.setdefault(name, set()).add(t.storage_type.width)
+    assert widths["qnn.conv"] == {8} and widths["qnn.hard_swish"] == {8}
+    for name in ("qnn.fully_connected", "qnn.add", "qnn.mean", "qnn.softmax", "qnn.concat"):
+        assert widths[name] == {16}, name
+    assert widths["qnn.requantize"] == {8, 16}
+    report = check.check_module(r.module)
+    assert report.ok, [str(v) for v in report.violations]
+    t = RNG.normal(size=(8, 1, 28, 28)).astype(np.float32)
+    want = ort.InferenceSession(str(path)).run(None, {"input": t})[0]
+    assert _sqnr(want, _output(r.module, {"input": t})) > 20.0
