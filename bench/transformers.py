@@ -8,9 +8,11 @@ padding); calibration on the disjoint calibration sentences. The model: ``make m
 * cosine between its sentence embedding and fp32's, mean and minimum over the sentences;
 * float ops: ONNX nodes that still compute in float. Q/DQ nodes and the ops that only move,
   reshape, gather or cast data (``DATA_OPS``) are not counted; any other node counts unless all
-  its float inputs come from DequantizeLinear and all its float outputs feed only QuantizeLinear
-  (ONNX Runtime runs such a node as an integer kernel). A node with no float tensor at all
-  (MatMulInteger, QLinearMatMul, ...) is integer. Listed by op type;
+  its float inputs come from DequantizeLinear (its arithmetic then runs on integers: ONNX Runtime
+  fuses DQ -> MatMul into an integer MatMul even where the output stays float, as
+  MatMulIntegerToFloat). A node without float inputs (MatMulInteger, QLinearMatMul, ...) is
+  integer, and so is the Add of an int32 bias (DequantizeLinear of an int32 constant) to such an
+  integer MatMul: the bias of an integer FULLY_CONNECTED. Listed by op type;
 * file size, and latency: 1 thread, batch 1, sequences of 32 and 128 tokens of real text,
   median of ``--rounds`` runs taken round-robin with fp32 so that load falls on all alike.
 
@@ -21,9 +23,13 @@ default and ``model_type=nncf.ModelType.TRANSFORMER`` (``make`` target $(BSTAMP)
 quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config, its QDQ
 export run in ONNX Runtime; an exception is recorded as its text instead of numbers.
 
-ONNX Runtime's histogram calibrators (Percentile, Entropy) keep every intermediate tensor of
-every calibration batch in memory (about 0.5 MB per token on this model), so they calibrate on
-the first ``--histogram-sentences`` calibration sentences (default 256); MinMax and NNCF use all.
+ONNX Runtime's histogram calibrators (Percentile, Entropy) stack every intermediate tensor of
+every calibration batch into one array, so their samples must all have one shape, and they hold
+them all in memory: they calibrate on the first ``--histogram-sentences`` calibration sentences
+(default 128), each padded (or cut) to ``--histogram-length`` tokens (default 64), as a user
+padding to a fixed length would. ``ort_static_minmax_padded`` is MinMax on those same padded
+samples: padding puts HF's -3.4e38 mask bias into the attention scores' range. MinMax and NNCF
+otherwise calibrate on every calibration sentence at its own length (nothing padded).
 
     .venv/bin/python bench/transformers.py            # ~15 min on 2 shared cores
     .venv/bin/python bench/transformers.py --quick    # fewer sentences and rounds, a smoke run
@@ -106,24 +112,25 @@ def float_ops(path: Path) -> dict[str, int]:
     g = model.graph
     elem = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
     elem.update({t.name: t.data_type for t in g.initializer})
-    producer = {o: n.op_type for n in g.node for o in n.output}
-    consumers: dict[str, list[str]] = collections.defaultdict(list)
-    for n in g.node:
-        for i in n.input:
-            consumers[i].append(n.op_type)
-    graph_outputs = {o.name for o in g.output}
+    producer = {o: n for n in g.node for o in n.output}
+    int32_constants = {t.name for t in g.initializer if t.data_type == onnx.TensorProto.INT32}
+
+    def from_dq(name: str) -> bool:
+        return name in producer and producer[name].op_type == "DequantizeLinear"
+
+    def integer(n) -> bool:
+        fin = [i for i in n.input if i and elem.get(i, 1) in FLOAT_TYPES]   # untyped: assume float
+        if all(from_dq(i) for i in fin):
+            return True
+        if n.op_type == "Add" and len(fin) == 2:   # integer MatMul + DQ(int32 bias)
+            bias = [i for i in fin if from_dq(i) and producer[i].input[0] in int32_constants]
+            acc = [producer.get(i) for i in fin if i not in bias]
+            return len(bias) == 1 and acc[0] is not None and acc[0].op_type in ("MatMul", "Gemm") and integer(acc[0])
+        return False
+
     counts: collections.Counter = collections.Counter()
     for n in g.node:
-        if n.op_type in QDQ_OPS or n.op_type in DATA_OPS:
-            continue
-        fin = [i for i in n.input if i and elem.get(i, 1) in FLOAT_TYPES]
-        fout = [o for o in n.output if o and elem.get(o, 1) in FLOAT_TYPES]
-        if not fin and not fout:
-            continue
-        integer = all(producer.get(i) == "DequantizeLinear" for i in fin) and \
-            all(o not in graph_outputs and consumers[o] and all(c == "QuantizeLinear" for c in consumers[o])
-                for o in fout)
-        if not integer:
+        if n.op_type not in QDQ_OPS and n.op_type not in DATA_OPS and not integer(n):
             counts[n.op_type] += 1
     return dict(sorted(counts.items()))
 
@@ -161,7 +168,10 @@ class Reader:
 
 def ort_static(model: Path, out: Path, calib: list[dict], method: str) -> None:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-    extra = {"CalibMaxIntermediateOutputs": 16} if method == "MinMax" else {}
+    # Not CalibMaxIntermediateOutputs: in ORT 1.32 MinMax drops the batches it folds (it clears
+    # them without merging their ranges), so only the last few samples would count. MinMax keeps
+    # just a ReduceMin/ReduceMax pair per tensor and batch anyway: its memory stays small.
+    extra: dict = {}
     with contextlib.redirect_stdout(io.StringIO()):   # its histogram chatter
         quantize_static(str(model), str(out), Reader(calib), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
@@ -199,9 +209,10 @@ def nncf_quantize(model: Path, out: Path, calib: list[dict], transformer: bool) 
 
 def peer_rows(args, ctx: dict, work: Path) -> dict:
     rows: dict = {}
-    calib, hist = ctx["calib"], ctx["calib"][: args.histogram_sentences]
+    calib, padded = ctx["calib"], ctx["calib_padded"]
     jobs = [(f"ort_static_{m.lower()}",
-             lambda out, m=m: ort_static(args.model, out, calib if m == "MinMax" else hist, m)) for m in ORT_METHODS]
+             lambda out, m=m: ort_static(args.model, out, calib if m == "MinMax" else padded, m)) for m in ORT_METHODS]
+    jobs.append(("ort_static_minmax_padded", lambda out: ort_static(args.model, out, padded, "MinMax")))
     jobs.append(("ort_dynamic", lambda out: ort_dynamic(args.model, out)))
     jobs += [("nncf_default", lambda out: nncf_quantize(args.model, out, calib, False)),
              ("nncf_transformer", lambda out: nncf_quantize(args.model, out, calib, True))]
@@ -290,8 +301,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/transformers.json")
     ap.add_argument("--quick", action="store_true", help="64 calibration / 128 evaluation sentences, 10 rounds")
     ap.add_argument("--rounds", type=int, default=50, help="latency runs per model and length (median)")
-    ap.add_argument("--histogram-sentences", type=int, default=256,
+    ap.add_argument("--histogram-sentences", type=int, default=128,
                     help="calibration sentences for ORT's Percentile and Entropy (memory-bound)")
+    ap.add_argument("--histogram-length", type=int, default=64,
+                    help="tokens each of those is padded or cut to (ORT's histograms need one shape)")
     ap.add_argument("--threads", type=int, default=2, help="ORT threads for the accuracy runs (latency: 1)")
     ap.add_argument("--only", nargs="*", help="peer rows to run (default all), e.g. ort_dynamic nncf_transformer")
     ap.add_argument("--no-quantir", action="store_true")
@@ -311,6 +324,9 @@ def main() -> int:
     # peers calibrate one sentence per item: ORT's readers and NNCF's Dataset see each at its length
     ctx["calib"] = [{k: v[j:j + 1] for k, v in f.items()} for _, f in ctx["calib_batches"]
                     for j in range(f["input_ids"].shape[0])]
+    n_hist = min(args.histogram_sentences, len(cal_texts))
+    padded = tokenizer(list(cal_texts[:n_hist]), max_length=args.histogram_length, pad_to=args.histogram_length)
+    ctx["calib_padded"] = [{k: v[j:j + 1] for k, v in padded.items()} for j in range(n_hist)]
     print(f"MiniLM: {len(cal_texts)} calibration / {len(ev_texts)} evaluation sentences", flush=True)
     ctx["fp32"] = embed(args.model, ctx["eval"], len(ev_texts), args.threads)
     fp32_ops = float_ops(args.model)
@@ -329,7 +345,8 @@ def main() -> int:
                 "ONNX Runtime; float ops = nodes computing in float (not Q/DQ, not data movement); latency ms, "
                 "1 thread, batch 1, median",
         "sentences": {"calibration": len(cal_texts), "evaluation": len(ev_texts),
-                      "histogram_calibration": min(args.histogram_sentences, len(cal_texts))},
+                      "histogram_calibration": f"first {n_hist} calibration sentences, padded or cut to "
+                                               f"{args.histogram_length} tokens"},
         "settings": {"ort_static": "QDQ, QInt8 activations and weights, per_channel=True, no pre-processing",
                      "ort_dynamic": "QInt8 weights, defaults",
                      "nncf": "nncf.quantize ONNX backend, subset_size = all calibration sentences"},
