@@ -151,3 +151,32 @@ def test_fashion_cnn_keeps_its_ops_without_16x8_kernels_in_int8(repo_root):
     t = RNG.normal(size=(8, 1, 28, 28)).astype(np.float32)
     want = ort.InferenceSession(str(path)).run(None, {"input": t})[0]
     assert _sqnr(want, _output(r.module, {"input": t})) > 20.0
+
+
+def test_the_tflite_export_is_bit_exact_with_litert_builtin_ref(block, tmp_path):
+    """The .tflite (16x8 FC with an int32 bias: quantized_bias_type INT32) in LiteRT's reference
+    kernels gives quantir's interpreter's results on every element of 64 held-out inputs."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.backends.tflite.litert import run_model
+    _, results = block
+    path = tmp_path / "block16.tflite"
+    results["int16"].save(path)
+    x = np.concatenate([HELD_OUT["x"], RNG.uniform(-1, 1, size=(32, S, D)).astype(np.float32)])
+    litert = run_model(path.read_bytes(), [x])[0]
+    mine = _output(results["int16"].module, {"x": x})
+    assert litert.shape == mine.shape == (64, S, D)
+    np.testing.assert_array_equal(litert, mine)
+
+
+def test_the_qdq_export_is_int16_and_runs_in_onnx_runtime(block, tmp_path):
+    import onnx
+    want, results = block
+    path = tmp_path / "block16.onnx"
+    results["int16"].save(path)
+    model = onnx.load(path)
+    assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {21}
+    inits = {i.name: i for i in model.graph.initializer}
+    zero_points = [inits[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert zero_points and all(z.data_type == onnx.TensorProto.INT16 for z in zero_points)
+    got = ort.InferenceSession(str(path)).run(None, HELD_OUT)[0]
+    assert _sqnr(want, got) > _sqnr(want, _output(results["int8"].module, HELD_OUT)) + 20.0

@@ -490,8 +490,11 @@ def fully_connected(ex: _Exporter, op: Operation) -> None:
     else:
         inputs.append(-1)
     keep = len(x.type.shape) > 2
+    # 16x8 with an int32 bias: LiteRT reads it as int32 only when the option says so (else as int64)
+    wide = len(op.operands) > 2 and _qtype(x).storage_type.width == 16
+    bias_type = {"quantized_bias_type": TFLiteTensorType.INT32} if wide else {}
     ex.emit(OP.FULLY_CONNECTED, op, inputs, Form.ASIS,
-            FullyConnectedOptions(fused_activation_function=_act(op), keep_num_dims=keep))
+            FullyConnectedOptions(fused_activation_function=_act(op), keep_num_dims=keep, **bias_type))
 
 
 def _pool(code):
