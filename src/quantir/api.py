@@ -161,7 +161,14 @@ class Result:
             "sqnr_on_degenerate_data": self.degenerate_data,
             "target": self.config.target,
             "onnxruntime_float_ops": [{"op": label, "kind": kind} for label, kind in self.onnxruntime_float_ops()],
+            **({"int8_ops": self._int8_ops()} if self.config.activations == "int16" else {}),
         }
+
+    def _int8_ops(self) -> list[dict]:
+        """Under ``activations="int16"``: the quantized ops that stay int8 (no 16x8 kernel in quantir)."""
+        from .quantize.params import region_bits
+        return [{"op": r.label, "kind": r.pattern.op.name} for r in self.annotation.regions
+                if r.pattern.op.output_quantized and region_bits(r, "int16") == 8]
 
     def summary(self, worst: int = 10) -> str:
         s = self.summary_dict(worst)
@@ -179,6 +186,11 @@ class Result:
                          "on shapes or integer inputs, never quantized)")
         lines.append(f"left float: {len(s['left_float'])}")
         lines += [f"  {f['op']} ({f['kind']}): {f['reason']}" for f in s["left_float"]]
+        if "int8_ops" in s:
+            kinds = Counter(f["kind"] for f in s["int8_ops"])
+            lines.append(f"int16 activations (LiteRT 16x8); ops kept int8, requantized at their boundary (no 16x8 "
+                         f"kernel): {len(s['int8_ops'])}" + ("" if not kinds else " (" + ", ".join(
+                             f"{k} {n}" for k, n in kinds.most_common()) + ")"))
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")

@@ -100,6 +100,8 @@ def test_every_activation_of_the_block_is_int16_with_zero_point_0(block):
             "qnn.sub"} <= names
     for name, t in types:
         assert t.storage_type.width == 16 and t.zero_point == 0, (name, t)
+    assert results["int16"].summary_dict()["int8_ops"] == []
+    assert "int8_ops" not in results["int8"].summary_dict()
     softmax = [t for name, t in types if name == "qnn.softmax"]
     assert softmax and all(t.scale == 1 / 32768 for t in softmax)
     assert all(t.storage_type.width == 8 for _, t in _activation_types(results["int8"].module))
@@ -146,6 +148,9 @@ def test_fashion_cnn_keeps_its_ops_without_16x8_kernels_in_int8(repo_root):
     for name in ("qnn.fully_connected", "qnn.add", "qnn.mean", "qnn.softmax", "qnn.concat"):
         assert widths[name] == {16}, name
     assert widths["qnn.requantize"] == {8, 16}
+    kept = {f["kind"] for f in r.summary_dict()["int8_ops"]}
+    assert kept == {"qnn.conv", "qnn.hard_swish"}
+    assert "ops kept int8, requantized at their boundary" in r.summary()
     report = check.check_module(r.module)
     assert report.ok, [str(v) for v in report.violations]
     t = RNG.normal(size=(8, 1, 28, 28)).astype(np.float32)
