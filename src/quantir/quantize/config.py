@@ -54,6 +54,9 @@ class Config:
     ``activations``: ``"int8"`` (LiteRT's int8 spec) or ``"int16"`` (its 16x8 mode: every activation
     int16 symmetric, zero point 0, weights still int8, FC biases int32 (LiteRT's quantized_bias_type
     INT32); an op with no int16 kernel runs in int8 between requantizes, see ``quantize.solver``).
+    Pair it with ``method="minmax"``: the clipping methods choose ranges for 255 steps. Measured on
+    all-MiniLM-L6-v2 (128 held-out pydoc sentences, interpreter): cosine vs fp32 0.997 with int16 and
+    minmax, 0.844 with int16 and entropy, 0.663 with int8 and entropy.
 
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
