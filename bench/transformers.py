@@ -28,8 +28,9 @@ every calibration batch into one array, so their samples must all have one shape
 them all in memory: they calibrate on the first ``--histogram-sentences`` calibration sentences
 (default 128), each padded (or cut) to ``--histogram-length`` tokens (default 64), as a user
 padding to a fixed length would. ``ort_static_minmax_padded`` is MinMax on those same padded
-samples: padding puts HF's -3.4e38 mask bias into the attention scores' range. MinMax and NNCF
-otherwise calibrate on every calibration sentence at its own length (nothing padded).
+samples: padding puts HF's -3.4e38 mask bias into the attention scores' range. (Entropy fails on
+it: its symmetric histogram range of +-3.4e38 overflows float32, numpy's "Too many bins".) MinMax
+and NNCF otherwise calibrate on every calibration sentence at its own length (nothing padded).
 
     .venv/bin/python bench/transformers.py            # ~15 min on 2 shared cores
     .venv/bin/python bench/transformers.py --quick    # fewer sentences and rounds, a smoke run
