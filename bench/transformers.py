@@ -20,8 +20,9 @@ Peers: ONNX Runtime ``quantize_static`` (QDQ, QInt8 activations and weights, per
 MinMax, Percentile, Entropy; a ``CalibrationDataReader`` over the calibration sentences),
 ONNX Runtime ``quantize_dynamic`` (QInt8 weights) and NNCF 3.4 ``nncf.quantize`` (ONNX backend),
 default and ``model_type=nncf.ModelType.TRANSFORMER`` (``make`` target $(BSTAMP) installs NNCF).
-quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config, its QDQ
-export run in ONNX Runtime; an exception is recorded as its text instead of numbers.
+quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config and with
+``activations="int16", method="minmax"``, the QDQ exports run in ONNX Runtime; an exception is
+recorded as its text instead of numbers.
 
 ONNX Runtime's histogram calibrators (Percentile, Entropy) stack every intermediate tensor of
 every calibration batch into one array, so their samples must all have one shape, and they hold
@@ -234,25 +235,33 @@ def peer_rows(args, ctx: dict, work: Path) -> dict:
 # -- quantir -----------------------------------------------------------------------------------------
 
 def quantir_rows(args, ctx: dict, work: Path) -> dict:
-    """QUANTIR'S ROWS GO HERE. Today: ``quantir.quantize`` with the default Config on every calibration
-    sentence (batches of one length, unpadded), saved as QDQ and run in ONNX Runtime like the peers.
-    Add rows (int16x8, a budget, all-int8) as issue 15's items land; an exception is kept as text."""
+    """QUANTIR'S ROWS GO HERE. ``quantir.quantize`` on every calibration sentence (batches of one
+    length, unpadded), saved as QDQ and run in ONNX Runtime like the peers: the default Config
+    (what `quantir quantize MODEL --data CALIB -o OUT` does), and the int16x8 mode. Add rows (a
+    budget, all-int8 with the outlier passes) as issue 15's items land; an exception is kept as text."""
     import quantir
+    from quantir.quantize.config import Config
+
+    configs = {"quantir_default": None, "quantir_int16_minmax": {"activations": "int16", "method": "minmax"}}
     rows: dict = {}
-    out = work / "quantir_default.onnx"
-    t = time.perf_counter()
-    try:
-        result = quantir.quantize(str(args.model), calibration=[f for _, f in ctx["calib_batches"]])
-        result.save(out)
-        rows["quantir_default"] = measure("quantir_default", out, ctx, time.perf_counter() - t)
-    except Exception as e:
-        frames = traceback.extract_tb(e.__traceback__)
-        ours = [f for f in frames if "/quantir/" in f.filename]   # the last quantir frame, not ORT's
-        where = (ours or frames)[-1]
-        rows["quantir_default"] = {"error": f"{type(e).__name__}: {e}"[:2000],
-                                   "raised_at": f"{Path(where.filename).name}:{where.lineno} ({where.name})"}
-        print(f"  quantir_default: failed: {rows['quantir_default']['error'][:300]} "
-              f"at {rows['quantir_default']['raised_at']}", flush=True)
+    for name, options in configs.items():
+        out = work / f"{name}.onnx"
+        t = time.perf_counter()
+        try:
+            config = Config(progress=False, **options) if options else None
+            result = quantir.quantize(str(args.model), calibration=[f for _, f in ctx["calib_batches"]],
+                                      config=config)
+            result.save(out)
+            rows[name] = measure(name, out, ctx, time.perf_counter() - t)
+            if options:
+                rows[name]["config"] = options
+        except Exception as e:
+            frames = traceback.extract_tb(e.__traceback__)
+            ours = [f for f in frames if "/quantir/" in f.filename]   # the last quantir frame, not ORT's
+            where = (ours or frames)[-1]
+            rows[name] = {"error": f"{type(e).__name__}: {e}"[:2000],
+                          "raised_at": f"{Path(where.filename).name}:{where.lineno} ({where.name})"}
+            print(f"  {name}: failed: {rows[name]['error'][:300]} at {rows[name]['raised_at']}", flush=True)
     return rows
 
 
