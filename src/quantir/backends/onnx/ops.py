@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 OP_TYPE_OVERRIDES = {
     "matmul": "MatMul", "matmul_integer": "MatMulInteger", "qlinear_matmul": "QLinearMatMul",
     "qlinear_conv": "QLinearConv", "is_nan": "IsNaN", "is_inf": "IsInf", "prelu": "PRelu", "lrn": "LRN",
-    "reduce_l1": "ReduceL1", "reduce_l2": "ReduceL2",
+    "reduce_l1": "ReduceL1", "reduce_l2": "ReduceL2", "gather_nd": "GatherND",
 }
 
 
@@ -295,9 +295,19 @@ def _dynamic_reshape(ctx: "NodeContext", op: Operation) -> None:
     ctx.node(op, "Reshape", [ctx.name(v) for v in op.operands], ctx.result_names(op), attrs)
 
 
+def _run_time_bounds(op_type: str):
+    """Expand/Slice whose shape or bounds are operands (``dims`` is quantir's knowledge of the result)."""
+    def convert(ctx: "NodeContext", op: Operation) -> None:
+        schema(op_type, ctx.opset, ctx.describe(op))
+        ctx.node(op, op_type, [ctx.name(v) for v in op.operands], ctx.result_names(op), [])
+    return convert
+
+
 CUSTOM: dict[OpDef, Callable[["NodeContext", Operation], None]] = {
     nn.SPLIT: _split,
     nn.DYNAMIC_RESHAPE: _dynamic_reshape,
+    nn.DYNAMIC_EXPAND: _run_time_bounds("Expand"),
+    nn.DYNAMIC_SLICE: _run_time_bounds("Slice"),
     nn.ONNX_OP: _onnx_op,
     nn.LSTM: _lstm,
 }

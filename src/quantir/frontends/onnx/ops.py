@@ -18,13 +18,15 @@ from typing import Callable
 import numpy as np
 from onnx import TensorProto
 
-from ...errors import UnsupportedOpError, VerifyError, quote_name
+from ...errors import ShapeError, UnsupportedOpError, VerifyError, quote_name
 from ...ir import BlockArgument, lookup
 from ...ir.dialects import nn
 from ...ir.dialects.nn_base import element_dtype
+from ...ir.dialects.nn_encoder import parse_einsum
+from ...ir.dialects.nn_index import slice_bounds
 from ...ir.opdef import OpDef
 from ...passes.fold_constants import constant_value
-from . import symbolic
+from . import einsum, symbolic
 from .dtypes import element_type
 
 
@@ -46,6 +48,7 @@ ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceSumS
 ArgMax ArgMin
 Reshape Flatten Transpose Squeeze Unsqueeze Expand Tile DepthToSpace SpaceToDepth Shape Size ConstantOfShape Range
 Concat Slice Gather Pad Resize
+GatherElements GatherND CumSum Trilu
 DynamicQuantizeLinear
 """.split()
 _OVERRIDES = {"MatMul": "matmul", "QLinearMatMul": "qlinear_matmul", "IsNaN": "is_nan"}
@@ -264,19 +267,102 @@ def _expand(ctx):
     far as the symbolic evaluator proves it: those entries become ``1``, which keeps that dim.
     ``F.normalize`` exports ``norm.expand_as(x)`` with the batch dim read from another input."""
     data, target = ctx.input(0), ctx.input(1)
-    sym = symbolic.lookup(target, ctx.importer.symbolic) if constant_value(target) is None else None
+    if constant_value(target) is not None:
+        return ctx.generic(nn.EXPAND)
+    sym = symbolic.lookup(target, ctx.importer.symbolic)
     src = getattr(data.type, "shape", None)
     if sym is None or sym.scalar or src is None:
-        return ctx.generic(nn.EXPAND)   # constant, or raises the "must be a constant" error
+        return _dynamic_expand(ctx, data, target, sym, src)
     shape: list[int] = []
     for pos, item in enumerate(sym.items):
         j = pos - (len(sym.items) - len(src))   # the data dim this entry broadcasts against
         own = isinstance(item, symbolic.Dim) and 0 <= j < len(src) and src[j] is None and (
             (item.value is data and item.index == j) or ctx.importer.dim_classes.same(item, symbolic.Dim(data, j)))
         if not (symbolic.known(item) or own):
-            return ctx.generic(nn.EXPAND)
+            return _dynamic_expand(ctx, data, target, sym, src)
         shape.append(item if symbolic.known(item) else 1)
     return ctx.emit(nn.EXPAND, [data], shape=tuple(shape))
+
+
+def _dynamic_expand(ctx, data, target, sym, src):
+    """A target that is really known only at run time where the data has a static 1 (a size-1 dim
+    broadcast to a dynamic size, as HF's 4-D mask ``mask[:, None, None, :].expand(b, 1, s, s)``),
+    its other entries known or the data's own dims: ``nn.dynamic_expand`` reads it as an operand;
+    ``dims`` keeps what is known before running. Anything else must fold."""
+    if sym is None or sym.scalar or src is None:
+        return ctx.generic(nn.EXPAND)   # raises the "must be a constant" error
+    items, length = sym.items, len(sym.items)
+    rank = max(length, len(src))
+    classes = ctx.importer.dim_classes
+    dims: list[int] = []
+    for i in range(rank):
+        d = src[i - rank + len(src)] if i >= rank - len(src) else 1
+        item = items[i - rank + length] if i >= rank - length else 1
+        j = i - rank + len(src)
+        own = isinstance(item, symbolic.Dim) and j >= 0 and d is None and classes.same(item, symbolic.Dim(data, j))
+        if not (symbolic.known(item) or own or d == 1):
+            return ctx.generic(nn.EXPAND)
+        if symbolic.known(item) and d is not None and item not in (1, d) and d != 1:
+            raise ShapeError(f"Expand cannot broadcast a dim of {d} to {item}")
+        if d is not None and d != 1:
+            dims.append(d)                       # the entry must be 1 or d
+        elif symbolic.known(item):
+            dims.append(item if item != 1 else (1 if d == 1 else -1))
+        else:
+            dims.append(-1)
+    return ctx.emit(nn.DYNAMIC_EXPAND, [data, target], dims=tuple(dims))
+
+
+def _slice(ctx):
+    """Constant bounds: ``nn.slice``. Bounds computed at run time (``buffer[:, :x.size(1)]``):
+    ``nn.dynamic_slice`` with the result dims the symbolic evaluator proves."""
+    bounds = [ctx.input(i) for i in range(1, 5)]
+    if all(v is None or constant_value(v) is not None for v in bounds):
+        return ctx.generic(nn.SLICE)
+    data = ctx.input(0)
+    src = getattr(data.type, "shape", None)
+    items = [_shape_items(ctx, v) for v in bounds]
+    n = len(items[0]) if items[0] is not None else None
+    if src is None or n is None:
+        return ctx.generic(nn.SLICE)   # raises the "must be a constant" error
+    starts, ends, axes, steps = (x if x is not None and len(x) == n else [None] * n for x in items)
+    if bounds[2] is None:
+        axes = list(range(n))
+    if bounds[3] is None:
+        steps = [1] * n
+    dims = [-1 if d is None else d for d in src]
+    if axes is not None and all(symbolic.known(a) for a in axes):
+        for k, a in enumerate(axes):
+            a %= len(src)
+            one = [starts[k], ends[k], steps[k]]
+            if src[a] is None or not all(symbolic.known(v) for v in one):
+                dims[a] = -1
+                continue
+            (start, stop, step), = slice_bounds(src, {"starts": (one[0],), "ends": (one[1],), "axes": (a,),
+                                                      "steps": (one[2],)}).values()
+            dims[a] = max(0, -(-(stop - start) // step))
+    else:
+        dims = [-1] * len(src)
+    operands = [data, bounds[0], bounds[1]]
+    if bounds[2] is not None or bounds[3] is not None:
+        operands.append(bounds[2] if bounds[2] is not None else ctx.constant(np.arange(n, dtype=np.int64)))
+    if bounds[3] is not None:
+        operands.append(bounds[3])
+    return ctx.emit(nn.DYNAMIC_SLICE, operands, dims=tuple(dims))
+
+
+def _shape_items(ctx, v) -> list | None:
+    """A 1-D int operand's elements (ints, or symbolic dims known only at run time), or None."""
+    if v is None:
+        return None
+    array = constant_value(v)
+    if array is not None:
+        return [int(x) for x in np.asarray(array).reshape(-1)]
+    sym = symbolic.lookup(v, ctx.importer.symbolic)
+    if sym is not None and not sym.scalar:
+        return list(sym.items)
+    length = symbolic.static_length(v, None)
+    return [None] * length if length is not None else None
 
 
 def _batch_norm(ctx):
@@ -293,6 +379,36 @@ def _lstm(ctx):
                     optional_inputs=tuple(name for name, _ in present), **ctx.attributes())
 
 
+def _interior(ctx, opdef, operands, suffix: str, **attrs):
+    """One op of several that a node becomes; its result is named after the node's output."""
+    (v,) = ctx.emit(opdef, operands, **attrs)
+    v.name_hint = f"{ctx.node.output[0]}_{suffix}"
+    return v
+
+
+def _einsum(ctx):
+    """Matmul-like equations become transposes around ``nn.matmul`` (``einsum.matmul_plan``), so the
+    quantizer sees a matmul; any other well-formed equation stays ``nn.einsum``."""
+    equation = ctx.attributes().get("equation")
+    if equation is None:
+        raise VerifyError("Einsum needs its 'equation' attribute")
+    operands = ctx.operands()
+    spec = parse_einsum(equation, len(operands))
+    shapes = [getattr(v.type, "shape", None) for v in operands]
+    plan = einsum.matmul_plan(spec, *map(len, shapes)) if len(operands) == 2 and None not in shapes else None
+    if plan is None:
+        return ctx.emit(nn.EINSUM, operands, equation=equation)
+    a, b = operands
+    if plan.perm_a is not None:
+        a = _interior(ctx, nn.TRANSPOSE, [a], "einsum_a", perm=plan.perm_a)
+    if plan.perm_b is not None:
+        b = _interior(ctx, nn.TRANSPOSE, [b], "einsum_b", perm=plan.perm_b)
+    if plan.perm_out is None:
+        return ctx.emit(nn.MATMUL, [a, b])
+    y = _interior(ctx, nn.MATMUL, [a, b], "einsum_matmul")
+    return ctx.emit(nn.TRANSPOSE, [y], perm=plan.perm_out)
+
+
 CUSTOM: dict[str, Callable] = {
     "Constant": _constant,
     "Dropout": _dropout,
@@ -305,7 +421,9 @@ CUSTOM: dict[str, Callable] = {
     "BatchNormalization": _batch_norm,
     "Reshape": _reshape,
     "Expand": _expand,
+    "Slice": _slice,
     "LSTM": _lstm,
+    "Einsum": _einsum,
 }
 
 # Attributes whose ONNX value is a type code.

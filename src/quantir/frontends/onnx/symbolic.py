@@ -6,7 +6,8 @@ constant and ordinary folding stops. This module tracks such small int tensors e
 element: an element is an ``int`` or a :class:`Dim` ("dim ``index`` of ``value`` at run
 time"), or an :class:`Expr` (integer arithmetic on such elements: ``d2 * d3`` of
 ``x.view(n, c, h * w)``), through Shape, Gather, Slice, Concat, Unsqueeze, Squeeze, Identity,
-int Cast, and Mul/Add/Sub/Div on ints.
+int Cast, 1-D Reshape, Mul/Add/Sub/Div on ints, and the ``Where(Equal(t, -1), ..., t)`` that
+TorchScript writes around an ``expand`` target (a size is never -1).
 
 A consumer that needs a constant shape (Reshape) then resolves it with
 :func:`resolve_reshape`: ``Dim(data, i)`` at position ``i`` of a reshape of ``data`` itself,
@@ -83,7 +84,7 @@ def _sym(v: Value, table: dict) -> SymTensor | None:
     if v in table:
         return table[v]
     a = constant_value(v)
-    if a is not None and a.dtype.kind in "iu" and a.ndim <= 1 and a.size <= 64:
+    if a is not None and a.dtype.kind in "iub" and a.ndim <= 1 and a.size <= 64:
         return SymTensor(tuple(int(x) for x in a.reshape(-1)), a.ndim == 0)
     return None
 
@@ -162,7 +163,42 @@ def _cast(op, args, table):
     return a if a is not None and isinstance(to, IntegerType) and to.width >= 32 else None
 
 
+def _reshape_1d(op, args, table):
+    a = args[0]
+    return SymTensor(a.items) if a is not None and tuple(op.attr("shape")) in ((-1,), (len(a.items),)) else None
+
+
+def _equal(op, args, table):
+    """Decided elementwise where it can be: a size is never negative (TorchScript's
+    ``expand`` tests its target against -1), and two ints compare."""
+    a, b = args
+    if a is None or b is None or (len(a.items) != len(b.items) and 1 not in (len(a.items), len(b.items))):
+        return None
+    items = []
+    for i in range(max(len(a.items), len(b.items))):
+        x, y = _at(a, i), _at(b, i)
+        if known(x) and known(y):
+            items.append(int(x == y))
+        elif (known(x) and x < 0) or (known(y) and y < 0):
+            items.append(0)
+        else:
+            return None
+    return SymTensor(tuple(items), a.scalar and b.scalar)
+
+
+def _where(op, args, table):
+    cond, x, y = args
+    if cond is None or x is None or y is None or not all(known(c) for c in cond.items):
+        return None
+    length = max(len(cond.items), len(x.items), len(y.items))
+    if any(len(t.items) not in (1, length) for t in (cond, x, y)):
+        return None
+    return SymTensor(tuple(_at(x, i) if _at(cond, i) else _at(y, i) for i in range(length)),
+                     cond.scalar and x.scalar and y.scalar)
+
+
 _RULES = {nn.SHAPE: _shape, nn.GATHER: _gather, nn.CONCAT: _concat, nn.UNSQUEEZE: _unsqueeze,
+          nn.RESHAPE: _reshape_1d, nn.COMPARE["equal"]: _equal, nn.WHERE: _where,
           nn.SQUEEZE: _squeeze, nn.SLICE: _slice, nn.CAST: _cast, nn.IDENTITY: _identity,
           **{opdef: _binary(name) for opdef, name in ((nn.MUL, "mul"), (nn.ADD, "add"), (nn.SUB, "sub"),
                                                       (nn.DIV, "div"))}}
@@ -180,6 +216,9 @@ def evaluate(op: Operation, table: dict) -> np.ndarray | None:
         return None
     if all(known(x) for x in out.items):
         et = op.results[0].type.element_type
+        if et == IntegerType(1):   # a decided comparison of shape entries
+            array = np.array(out.items, dtype=np.bool_)
+            return array.reshape(()) if out.scalar else array
         if not isinstance(et, IntegerType) or et.width < 32:
             return None
         array = np.array(out.items, dtype=np.int64 if et.width == 64 else np.int32)
@@ -302,6 +341,44 @@ def _dynamic_reshape_dims(op, classes, table):
             _join(classes, op.results[0], i, op.operands[0], i)
 
 
+def _dynamic_expand_dims(op, classes, table):
+    """A result dim is the target's entry where the data has a static 1, and the data's dim where
+    the target's entry is 1 or the same class."""
+    x, y = op.operands[0], op.results[0]
+    sx, sy, target = _dims(x), _dims(y), table.get(op.operands[1])
+    if sx is None or sy is None or target is None or target.scalar:
+        return
+    for i, item in enumerate(target.items):
+        i += len(sy) - len(target.items)
+        j = i - (len(sy) - len(sx))
+        if isinstance(item, Dim) and (j < 0 or sx[j] == 1):
+            _join(classes, y, i, item.value, item.index)
+        elif j >= 0 and sx[j] is None and (item == 1 or (isinstance(item, Dim) and classes.same(item, Dim(x, j)))):
+            _join(classes, y, i, x, j)
+
+
+def _dynamic_slice_dims(op, classes, table):
+    """``buffer[:, :x.size(1)]``: a dim sliced from 0 by 1 to a run-time ``Dim`` is that dim.
+    (Strictly ``min(dim, buffer size)``: exporters write it for buffers long enough, and a
+    shorter buffer gives shapes that disagree downstream, refused there.)"""
+    bounds = [table.get(v) if v is not None else None for v in op.operands[1:3]]
+    consts = [constant_value(v) for v in op.operands[1:]]
+    if bounds[1] is None or (len(op.operands) > 3 and consts[2] is None):
+        return
+    starts = bounds[0].items if bounds[0] is not None else (
+        tuple(int(v) for v in consts[0].reshape(-1)) if consts[0] is not None else None)
+    n = len(bounds[1].items)
+    axes = tuple(int(v) for v in consts[2].reshape(-1)) if len(op.operands) > 3 else tuple(range(n))
+    steps = tuple(int(v) for v in consts[3].reshape(-1)) if len(op.operands) > 4 and consts[3] is not None else (
+        None if len(op.operands) > 4 else (1,) * n)
+    if starts is None or steps is None or not len(starts) == len(axes) == len(steps) == n:
+        return
+    rank = len(_dims(op.results[0]) or ())
+    for start, end, axis, step in zip(starts, bounds[1].items, axes, steps):
+        if start == 0 and step == 1 and isinstance(end, Dim) and rank:
+            _join(classes, op.results[0], axis % rank, end.value, end.index)
+
+
 def _kept_axes(op, classes, table, removed: bool):
     """Squeeze (``removed``) or Unsqueeze: the other dims keep their order."""
     x, y = op.operands[0], op.results[0]
@@ -397,6 +474,7 @@ _SAME_SHAPE = (*nn.UNARY.values(), nn.CAST, nn.DROPOUT, nn.SOFTMAX, nn.LOG_SOFTM
 _BROADCAST = (*nn.BINARY.values(), *nn.COMPARE.values(), *nn.VARIADIC.values(), nn.WHERE, nn.PRELU)
 _DIM_RULES = {**{d: _same_shape for d in _SAME_SHAPE}, **{d: _broadcast for d in _BROADCAST},
               nn.TRANSPOSE: _transpose_dims, nn.RESHAPE: _reshape_dims, nn.DYNAMIC_RESHAPE: _dynamic_reshape_dims,
+              nn.DYNAMIC_EXPAND: _dynamic_expand_dims, nn.DYNAMIC_SLICE: _dynamic_slice_dims,
               nn.SQUEEZE: lambda op, c, t: _kept_axes(op, c, t, True),
               nn.UNSQUEEZE: lambda op, c, t: _kept_axes(op, c, t, False),
               nn.SLICE: _slice_dims, nn.CONCAT: _concat_dims, nn.MATMUL: _matmul_dims, nn.GEMM: _gemm_dims,

@@ -21,6 +21,8 @@ The definitions are split by family, each a small table:
 ``nn_index``        concat, split, slice, gather, pad, resize
 ``nn_quant``        quantize_linear, dequantize_linear, dynamic_quantize_linear
 ``nn_recurrent``    lstm
+``nn_encoder``      gather_elements, gather_nd, cum_sum, trilu, einsum, dynamic_expand,
+                    dynamic_slice
 ==================  ==========================================================================
 
 ``nn.onnx_op`` keeps an ONNX node quantir does not implement (``load_onnx(...,
@@ -45,6 +47,8 @@ from .nn_shape import (CONSTANT_OF_SHAPE, DEPTH_TO_SPACE, EXPAND, FLATTEN, RANGE
                        SIZE, SPACE_TO_DEPTH, SQUEEZE, TILE, TRANSPOSE, UNSQUEEZE)
 from .nn_shape import DYNAMIC_RESHAPE  # noqa: F401
 from .nn_recurrent import LSTM, OPTIONAL_INPUTS as LSTM_OPTIONAL_INPUTS  # noqa: F401
+from .nn_encoder import (CUM_SUM, DYNAMIC_EXPAND, DYNAMIC_SLICE, EINSUM, GATHER_ELEMENTS, GATHER_ND,  # noqa: F401
+                         TRILU)
 
 ONNX_OP = define(
     "onnx_op", (variadic("inputs"),), (variadic_results("outputs"),),

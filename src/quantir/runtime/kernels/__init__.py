@@ -18,6 +18,7 @@ from . import (average_pool, batch_norm, concat, constant, constant_of_shape, co
                max_pool, pad, qlinear_conv, qlinear_matmul, quantize_linear, range_, reduce, reshape, resize,
                qnn_ops, shape, slice_, softmax, split, tile, transpose)
 from . import lstm
+from . import cum_sum, einsum, gather_elements, gather_nd, trilu
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 
@@ -33,6 +34,7 @@ _MODULES = (
     reduce,
     reshape, expand, transpose, tile, depth_to_space, shape, constant_of_shape, range_,
     concat, split, slice_, gather, pad, resize,
+    gather_elements, gather_nd, cum_sum, trilu, einsum,
     quantize_linear, dequantize_linear, dynamic_quantize_linear,
     qnn_ops,                                                # integer ops and quant casts (LiteRT semantics)
 )

@@ -1,0 +1,24 @@
+"""``nn.gather_elements``: ``output[i][j][k] = data[i][indices[i][j][k]][k]`` for ``axis = 1``
+(ONNX GatherElements; negative indices count from the end)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...ir.dialects import nn
+
+
+def gather_elements(op, data, indices):
+    axis = op.attr("axis") % max(data.ndim, 1)
+    n = data.shape[axis]
+    idx = indices.astype(np.int64)
+    if idx.size and (idx.min() < -n or idx.max() >= n):   # ONNX Runtime refuses these too
+        bad = int(idx.min() if idx.min() < -n else idx.max())
+        raise ShapeError(f"gather_elements: index {bad} is out of range for axis {axis} of size {n} "
+                         f"(valid: {-n} to {n - 1})")
+    # the other dims of indices may be smaller than data's: take_along_axis needs them equal or 1
+    view = data[tuple(slice(0, s) if a != axis else slice(None) for a, s in enumerate(idx.shape))]
+    return np.take_along_axis(view, np.where(idx < 0, idx + n, idx), axis=axis)
+
+
+KERNELS = {nn.GATHER_ELEMENTS: gather_elements}
