@@ -361,6 +361,40 @@ def test_elementwise_and_reductions_on_run_time_values():
     assert compare(m, mask_feeds()) <= TOL
 
 
+def test_new_ops_export_back_to_onnx():
+    """quantir's float ONNX export writes the new ops (and the run-time Expand/Slice) as ONNX ops
+    that ONNX Runtime runs to the same values as the original graph."""
+    from quantir.backends.onnx import to_onnx
+    rng = np.random.default_rng(9)
+    nodes = [helper.make_node("Shape", ["x"], ["shp"], start=1, end=2),
+             helper.make_node("Concat", ["one1", "shp", "shp"], ["t3"], axis=0),
+             helper.make_node("Expand", ["one111", "t3"], ["ones"]),
+             helper.make_node("Trilu", ["ones"], ["causal"], upper=0),
+             helper.make_node("Slice", ["buffer", "zero1", "shp", "ax1"], ["pos"]),
+             helper.make_node("CumSum", ["x", "ax_s"], ["cs"], exclusive=1),
+             helper.make_node("Einsum", ["cs", "cs"], ["sc"], equation="bid,bjd->bij"),
+             helper.make_node("Mul", ["sc", "causal"], ["scm"]),
+             helper.make_node("Einsum", ["scm"], ["diag"], equation="bii->bi"),
+             helper.make_node("Shape", ["x"], ["bshape"], start=0, end=2),
+             helper.make_node("Expand", ["pos", "bshape"], ["pos2"]),
+             helper.make_node("GatherElements", ["diag", "pos2"], ["ge"], axis=1),
+             helper.make_node("GatherND", ["x", "nd"], ["gn"], batch_dims=1)]
+    inits = [("one1", np.array([1], np.int64)), ("one111", np.ones((1, 1, 1), np.float32)),
+             ("buffer", np.arange(512, dtype=np.int64)[None]), ("zero1", np.array([0], np.int64)),
+             ("ax1", np.array([1], np.int64)), ("ax_s", np.array(1, np.int64)),
+             ("nd", np.zeros((3, 2, 1), np.int64))]
+    m = model(nodes, [vi("x", F, [3, "s", 8])], [vi("ge", F, None), vi("gn", F, None)], inits)
+    exported = to_onnx(quantir.load(m))
+    kinds = {n.op_type for n in exported.graph.node}
+    assert {"Trilu", "CumSum", "Einsum", "GatherElements", "GatherND", "Expand", "Slice", "MatMul"} <= kinds, kinds
+    a = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    for s_len in (7, 16):
+        feeds = {"x": rng.standard_normal((3, s_len, 8)).astype(np.float32)}
+        for ra, rb in zip(a.run(None, feeds), b.run(None, feeds)):
+            np.testing.assert_allclose(rb, ra, rtol=1e-6, atol=1e-6)
+
+
 # -- the real model --------------------------------------------------------------------------
 
 @pytest.mark.slow
