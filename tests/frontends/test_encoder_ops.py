@@ -199,14 +199,28 @@ def test_einsum_with_dynamic_dims_imports_as_matmul():
 
 @pytest.mark.parametrize("eq,why", [("ij,jk->ik->i", "more than one '->'"), ("ij,jk", "names 2 operands"),
                                     ("i1->i", "not a label"), ("i..j->i", "malformed ellipsis"),
-                                    ("ij->ii", "repeats a label"), ("ij->k", "must appear in an input"),
-                                    ("ijk->i", "does not fit")])
-def test_malformed_einsum_is_a_shape_error_naming_the_node(eq, why):
+                                    ("ij->ii", "repeats a label"), ("ij->k", "must appear in an input")])
+def test_malformed_einsum_is_a_model_format_error_naming_the_node(eq, why):
     m = model([helper.make_node("Einsum", ["x"], ["y"], equation=eq, name="bad_einsum")],
               [vi("x", F, [4, 5])], [vi("y", F, None)])
-    with pytest.raises(ShapeError, match=why) as e:
+    with pytest.raises(quantir_errors.ModelFormatError, match=why) as e:
         quantir.load(m)
     assert "bad_einsum" in str(e.value)
+
+
+def test_einsum_term_that_does_not_fit_its_operand_is_a_shape_error():
+    m = model([helper.make_node("Einsum", ["x"], ["y"], equation="ijk->i", name="bad_einsum")],
+              [vi("x", F, [4, 5])], [vi("y", F, None)])
+    with pytest.raises(ShapeError, match=r"bad_einsum.*'ijk' does not fit an operand of shape \(4, 5\)"):
+        quantir.load(m)
+
+
+def test_malformed_einsum_in_an_old_opset_model_is_refused_before_the_upgrade():
+    """Opset 12 models are upgraded by ONNX's version converter, which hangs on "i..j->i"."""
+    m = model([helper.make_node("Einsum", ["x"], ["y"], equation="i..j->i", name="bad_einsum")],
+              [vi("x", F, [4, 5])], [vi("y", F, [4])], opset=12)
+    with pytest.raises(quantir_errors.ModelFormatError, match=r"bad_einsum.*malformed ellipsis"):
+        quantir.load(m)
 
 
 # -- existing ops with run-time inputs, the way exporters write them ------------------------

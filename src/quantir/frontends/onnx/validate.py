@@ -13,7 +13,8 @@ that names the file, the node (index, name, op type) and what was expected:
 - a node of the default domain has the inputs, outputs and required attributes its ONNX
   schema (``onnx.defs.get_schema`` at the model's opset) asks for, and each attribute it
   sets has the schema's kind (``strides`` is INTS, not INT);
-- a Constant holds a numeric tensor (not a string or a sparse tensor).
+- a Constant holds a numeric tensor (not a string or a sparse tensor);
+- an Einsum's equation parses (the version converter hangs on some that do not).
 
 What quantir does not implement (an op type, an element type) is left to the importer,
 which names it as ``UnsupportedOpError`` and can keep it opaque.
@@ -26,7 +27,8 @@ import onnx
 from onnx import AttributeProto, TensorProto
 from onnx.defs import OpSchema
 
-from ...errors import ModelFormatError, UnsupportedOpError, quote_name
+from ...errors import ModelFormatError, ShapeError, UnsupportedOpError, quote_name
+from ...ir.dialects.nn_encoder import parse_einsum
 from .dtypes import element_type
 
 _ATTR = AttributeProto.AttributeType
@@ -145,6 +147,13 @@ def _check_node(node: onnx.NodeProto, index: int, source: str, opset: int) -> No
     schema = _schema(node, opset)
     if schema is not None:
         _check_against_schema(node, schema, where)
+    if node.op_type == "Einsum" and node.domain in ("", "ai.onnx"):
+        # ONNX's version converter loops forever on some malformed equations ("i..j->i")
+        equation = next((a.s for a in node.attribute if a.name == "equation"), b"")
+        try:
+            parse_einsum(equation.decode("utf-8", "replace"), len(node.input))
+        except ShapeError as e:
+            raise ModelFormatError(f"{where}: {e.message}") from None
     if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
         for a in node.attribute:
             if a.name in _CONSTANT_UNSUPPORTED:
