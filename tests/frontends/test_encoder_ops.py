@@ -102,6 +102,17 @@ def test_gather_elements_run_time_indices(axis):
     assert compare(m, feeds) == 0.0
 
 
+def test_gather_elements_and_gather_nd_refuse_indices_that_do_not_fit():
+    ge = model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0, name="ge")],
+               [vi("x", F, [3, 5]), vi("i", I64, [2, 6])], [vi("y", F, None)])
+    with pytest.raises(ShapeError, match=r"'ge'.*indices \(2, 6\) are larger than data \(3, 5\) outside axis 0"):
+        quantir.load(ge)
+    nd = model([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=0, name="nd")],
+               [vi("x", F, [3, 5]), vi("i", I64, [2, 3])], [vi("y", F, None)])
+    with pytest.raises(ShapeError, match=r"'nd'.*do not index data \(3, 5\)"):
+        quantir.load(nd)
+
+
 @pytest.mark.parametrize("batch_dims,ishape", [(0, [4, 2]), (0, [2, 3, 1]), (1, [3, 2, 1]), (1, [3, 2])])
 def test_gather_nd_matches_ort(batch_dims, ishape):
     rng = np.random.default_rng(2)

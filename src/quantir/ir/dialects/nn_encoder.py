@@ -25,7 +25,10 @@ def _gather_elements(types, attrs):
         if len(data) != len(indices):
             raise ShapeError(f"gather_elements data {fmt_shape(data)} and indices {fmt_shape(indices)} must "
                              f"have one rank")
-        normalize_axis(attrs["axis"], len(data))
+        axis = normalize_axis(attrs["axis"], len(data))
+        if any(i is not None and d is not None and i > d for a, (i, d) in enumerate(zip(indices, data)) if a != axis):
+            raise ShapeError(f"gather_elements indices {fmt_shape(indices)} are larger than data {fmt_shape(data)} "
+                             f"outside axis {axis}")
     return [tensor(indices, elt(types[0]))]
 
 
@@ -37,7 +40,7 @@ def _gather_nd(types, attrs):
     if data is None or indices is None or not indices or indices[-1] is None:
         return [tensor(None, elt(types[0]))]
     r = indices[-1]
-    if b < 0 or b >= min(len(data), len(indices)) or b + r > len(data):
+    if r < 1 or b < 0 or b >= min(len(data), len(indices)) or b + r > len(data):
         raise ShapeError(f"gather_nd with batch_dims {b}: indices {fmt_shape(indices)} do not index data "
                          f"{fmt_shape(data)} (need batch_dims < both ranks and batch_dims + {r} <= {len(data)})")
     return [tensor(indices[:-1] + data[b + r:], elt(types[0]))]

@@ -16,6 +16,9 @@ def gather_elements(op, data, indices):
         bad = int(idx.min() if idx.min() < -n else idx.max())
         raise ShapeError(f"gather_elements: index {bad} is out of range for axis {axis} of size {n} "
                          f"(valid: {-n} to {n - 1})")
+    if any(i > d for a, (i, d) in enumerate(zip(idx.shape, data.shape)) if a != axis) or idx.ndim != data.ndim:
+        raise ShapeError(f"gather_elements: indices of shape {idx.shape} do not fit data of shape {data.shape} "
+                         f"(same rank, no larger dim outside axis {axis})")
     # the other dims of indices may be smaller than data's: take_along_axis needs them equal or 1
     view = data[tuple(slice(0, s) if a != axis else slice(None) for a, s in enumerate(idx.shape))]
     return np.take_along_axis(view, np.where(idx < 0, idx + n, idx), axis=axis)
