@@ -222,7 +222,12 @@ def fused_activation_range(activation: FusedActivation, scale: float, zero_point
         raise ValueError(f"fused_activation_range: scale must be finite and positive, found {scale}")
 
     def q(v: float) -> int:
-        return int(zero_point) + int(round_half_away(np.float32(v) / s))
+        t = float(round_half_away(np.float32(v) / s))
+        # LiteRT's Quantize() refuses a bound past int32 (TF_LITE_ENSURE no_integer_overflow_from_quantization)
+        if not -2.0 ** 31 <= t <= 2.0 ** 31 - 1:
+            raise ValueError(f"fused_activation_range: the {activation} bound {v:g} is {t:.4g} steps of scale "
+                             f"{float(s):.6g}, past int32; LiteRT refuses the op (kernel_util.cc Quantize)")
+        return int(zero_point) + int(t)
 
     if activation == "none":
         return qmin, qmax

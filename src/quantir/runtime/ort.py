@@ -446,10 +446,10 @@ def _channels_last_tensors(optimized) -> set[str]:
 
 
 def _as_stored(a: np.ndarray, shape, channels_last: bool, name: str) -> np.ndarray:
-    """ONNX Runtime's tensor in quantir's storage: int8, channels first."""
+    """ONNX Runtime's tensor in quantir's storage: int8 (or int16, 16x8), channels first."""
     if a.dtype == np.uint8:   # QDQS8ToU8Transformer added 128 to the zero point and the values
         a = (a.astype(np.int16) - 128).astype(np.int8)
-    elif a.dtype != np.int8:
+    elif a.dtype not in (np.int8, np.int16):
         raise OrtError(f"'{name}' is {a.dtype} in ONNX Runtime's optimized graph, not an integer tensor "
                        f"(a quantir bug: the value was located at the wrong node)")
     def fits(b: np.ndarray) -> bool:

@@ -274,7 +274,7 @@ def test_add_whose_operand_is_a_per_axis_bias_is_refused(operand):
         return dc.replace(op, inputs=tuple(ins))
     data = mutated(change_op=("sum", wire_bias))
     with pytest.raises(UnsupportedOpError, match=rf"operator 2 \(ADD -> 'sum'\): the input {operand} \('bias'\) of "
-                                                 rf"ADD must be int8 quantized per tensor, found tensor<"):
+                                                 rf"ADD must be int8 or int16 quantized per tensor, found tensor<"):
         import_tflite(data)
 
 

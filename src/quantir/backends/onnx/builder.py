@@ -53,6 +53,11 @@ def qtype(t: Type) -> QuantizedType | None:
     return et if isinstance(et, (UniformQuantizedType, UniformQuantizedPerAxisType)) else None
 
 
+def _sixteen_bit(v: Value | None) -> bool:
+    q = qtype(v.type) if v is not None else None
+    return q is not None and q.storage_width == 16
+
+
 def is_quantized(v: Value) -> bool:
     return qtype(v.type) is not None
 
@@ -136,9 +141,13 @@ class Builder:
     float value, through QuantizeLinear).
     """
 
-    def __init__(self, src: Function, table: Mapping[OpDef, Converter], format: str, opset: int):
+    def __init__(self, src: Function, table: Mapping[OpDef, Converter], format: str, opset: int,
+                 wide: Mapping[OpDef, Converter] | None = None):
         self.src = src
         self.table = table
+        # the converters of ops that read or write 16-bit values, where ``table``'s are 8-bit only
+        # (ONNX Runtime's QLinear* ops): the QDQ form, which int16 Q/DQ carries
+        self.wide = wide
         self.format = format
         self.opset = opset
         self.fn = function_like(src)
@@ -160,6 +169,8 @@ class Builder:
             if op in self._done:
                 continue
             convert = self.table.get(op.opdef)
+            if self.wide is not None and any(_sixteen_bit(v) for v in [*op.operands, *op.results]):
+                convert = self.wide.get(op.opdef, convert)
             if convert is not None:
                 convert(self, op)
             elif op.opdef.dialect == "qnn":

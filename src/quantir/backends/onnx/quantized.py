@@ -54,6 +54,8 @@ import onnx
 from ...errors import QuantirError
 from ...fileio import check_output
 from ...ir import Function, Module
+from ...errors import UnsupportedOpError
+from ...types import QuantizedType
 from ...ir.opdef import OpDef
 from . import qdq, qoperator
 from .api import DEFAULT_OPSET, to_onnx
@@ -89,10 +91,27 @@ def convert(module: Module | Function, *, format: str = "qdq", opset: int | None
     useful to inspect as text. Raises ``UnsupportedOpError`` naming a qnn op without an export."""
     f = _check_format(format)
     fn = module.main if isinstance(module, Module) else module
+    wide = _int16_value(fn)
+    if wide is not None and activations == "uint8":
+        raise UnsupportedOpError(f"'{wide}' is int16 (LiteRT 16x8 mode or a mixed-precision promotion): uint8 "
+                                 f"activations re-encode 8-bit values only; save with activations='int8', or "
+                                 f"quantize with Config(budget=None) for an all-int8 model")
     if _check_activations(activations) == "uint8":
         fn = uint8_activations(fn)
-    out = Builder(fn, TABLES[f], f, DEFAULT_OPSET if opset is None else int(opset)).run()
+    # QOperator: an op on int16 values keeps the QDQ form (ONNX Runtime's QLinear* ops are 8-bit)
+    out = Builder(fn, TABLES[f], f, DEFAULT_OPSET if opset is None else int(opset),
+                  wide=TABLES["qdq"] if f == "qoperator" else None).run()
     return Module([out], name=module.name if isinstance(module, Module) else None)
+
+
+def _int16_value(fn: Function) -> str | None:
+    """The name of the first value of ``fn`` stored in int16, or None."""
+    for op in fn.ops:
+        for v in op.results:
+            q = getattr(v.type, "element_type", None)
+            if isinstance(q, QuantizedType) and q.storage_width == 16:
+                return v.name_hint or op.name
+    return None
 
 
 def to_onnx_quantized(module: Module | Function, *, format: str = "qdq", opset: int | None = None,

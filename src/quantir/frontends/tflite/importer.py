@@ -439,9 +439,9 @@ class OpContext:
                     raise UnsupportedOpError(
                         f"{role} '{self.imp.names[idx]}' is {t.type.name}: this is a float {code}, and quantir reads "
                         f"only int8 TFLite models; keep float models in ONNX and quantize them with quantir")
-                if t.type in (TFLType.INT16, TFLType.UINT8, TFLType.INT4) and is_quantized(t):
+                if t.type in (TFLType.UINT8, TFLType.INT4) and is_quantized(t):
                     raise UnsupportedOpError(f"{role} '{self.imp.names[idx]}' is quantized {t.type.name}; quantir "
-                                             f"reads int8 activations and weights only")
+                                             f"reads int8 and int16 (16x8) activations and int8 weights only")
 
 
 def _fmt(shape) -> str:

@@ -27,18 +27,18 @@ __all__ = ["CONVERTERS"]
 
 def _per_tensor_int8(v: Value, what: str) -> None:
     q = v.type.element_type
-    if not isinstance(q, UniformQuantizedType) or q.storage_width != 8:
-        raise UnsupportedOpError(f"the {what} must be int8 quantized per tensor, found {v.type}")
+    if not isinstance(q, UniformQuantizedType) or q.storage_width not in (8, 16):
+        raise UnsupportedOpError(f"the {what} must be int8 or int16 quantized per tensor, found {v.type}")
 
 
 def quantize(ctx: OpContext) -> None:
     perm = ctx.native_or_identity(0)
     x = ctx.input(0, perm)
     y = ctx.result_type(perm)
-    if not isinstance(y.element_type, QuantizedType) or y.element_type.storage_width != 8:
-        raise UnsupportedOpError(f"QUANTIZE to {y} is not supported; quantir reads int8 outputs")
+    if not isinstance(y.element_type, QuantizedType) or y.element_type.storage_width not in (8, 16):
+        raise UnsupportedOpError(f"QUANTIZE to {y} is not supported; quantir reads int8 and int16 outputs")
     if isinstance(x.type.element_type, QuantizedType):
-        # int8 -> int8: a rescale with one fixed-point multiplier
+        # int8/int16 -> int8/int16: a rescale with one fixed-point multiplier
         _per_tensor_int8(x, "input of a requantizing QUANTIZE")
         if not isinstance(y.element_type, UniformQuantizedType):
             raise UnsupportedOpError("a requantizing QUANTIZE with per-axis output parameters is not supported")

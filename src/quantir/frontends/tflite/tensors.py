@@ -20,7 +20,7 @@ from ...types import (FloatType, IntegerType, TensorType, Type, UniformQuantized
 __all__ = ["dims", "is_quantized", "element_type", "tensor_type", "STORAGE"]
 
 F32 = FloatType("f32")
-STORAGE = {TFLType.INT8: IntegerType(8), TFLType.INT32: IntegerType(32)}
+STORAGE = {TFLType.INT8: IntegerType(8), TFLType.INT16: IntegerType(16), TFLType.INT32: IntegerType(32)}
 
 
 def dims(t: Tensor) -> tuple[int | None, ...]:
@@ -37,7 +37,8 @@ def element_type(t: Tensor, axis_to_ir: Callable[[int], int] = lambda a: a) -> T
     """The IR element type of ``t``; ``axis_to_ir`` maps a per-axis ``quantized_dimension``
     (a TFLite axis) to the IR axis of the layout the value is built in.
 
-    int8 tensors must be quantized (ModelFormatError otherwise); int32 tensors are quantized
+    int8 tensors must be quantized (ModelFormatError otherwise); quantized int16 tensors are 16x8
+    activations; int32 tensors are quantized
     biases or plain integers; int64 and bool are plain (indices, comparison results); float32 is
     ``f32``; other types are not read.
     """

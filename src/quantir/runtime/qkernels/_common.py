@@ -148,7 +148,10 @@ def activation_range(activation: Activation, scale: float, zero_point: int, dtyp
                      op: str = "kernel") -> tuple[int, int]:
     """``CalculateActivationRangeQuantized`` for the storage type ``dtype`` (§1.8)."""
     qmin, qmax = storage_limits(dtype, op)
-    lo, hi = fused_activation_range(activation, scale, zero_point, qmin, qmax)
+    try:
+        lo, hi = fused_activation_range(activation, scale, zero_point, qmin, qmax)
+    except ValueError as e:
+        raise QKernelError(f"{op}: {e}") from None
     if lo > hi:
         raise QKernelError(f"{op}: the {activation} range [{lo}, {hi}] is empty for output scale {scale} "
                            f"and zero point {zero_point}")
