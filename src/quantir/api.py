@@ -15,7 +15,7 @@ import json
 import os
 import warnings as _warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,7 +34,9 @@ from .quantize.lower import lower
 from .quantize.naming import integer_name
 from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate, is_integer_computation
-from .quantize.solver import ActParams, solve
+from .quantize.precision import Promotion, parse_budget, promote, score
+from .ir.names import output_names
+from .quantize.solver import ActParams, int16_classes, solve
 from .report.layers import LayerError, compare
 from .rewrite import RewriteStats
 
@@ -100,6 +102,8 @@ class Result:
     degenerate_data: bool = False   # the calibration samples, hence the summary's SQNR, say nothing
     # the expansions run before calibration (quantize.expand): hits per rule, and refusals with their reason
     rewrites: RewriteStats = field(default_factory=RewriteStats)
+    # automatic mixed precision (Config.budget): what was measured and promoted, or None
+    promotion: Promotion | None = None
 
     # -- inspection -----------------------------------------------------------------------------
     def cast_counts(self) -> tuple[int, int]:
@@ -162,7 +166,16 @@ class Result:
             "target": self.config.target,
             "onnxruntime_float_ops": [{"op": label, "kind": kind} for label, kind in self.onnxruntime_float_ops()],
             **({"int8_ops": self._int8_ops()} if self.config.activations == "int16" else {}),
+            **({"mixed_precision": self._promotion_dict()} if self.promotion is not None else {}),
         }
+
+    def _promotion_dict(self) -> dict:
+        p = self.promotion
+        return {"budget": p.budget.describe(), "all_int8": p.before, "with_promotions": p.after, "met": p.met,
+                "refused": p.refused,
+                "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
+                "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
+                             for c in p.promoted]}
 
     def _int8_ops(self) -> list[dict]:
         """Under ``activations="int16"``: the quantized ops that stay int8 (no 16x8 kernel in quantir)."""
@@ -191,6 +204,8 @@ class Result:
             lines.append(f"int16 activations (LiteRT 16x8); ops kept int8, requantized at their boundary (no 16x8 "
                          f"kernel): {len(s['int8_ops'])}" + ("" if not kinds else " (" + ", ".join(
                              f"{k} {n}" for k, n in kinds.most_common()) + ")"))
+        if "mixed_precision" in s:
+            lines += _promotion_lines(s["mixed_precision"])
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
@@ -245,6 +260,26 @@ class Result:
         return p
 
 
+def _promotion_lines(m: dict) -> list[str]:
+    """The summary's account of automatic mixed precision (``Config.budget``)."""
+    head = (f"mixed precision: budget {m['budget']} on {m['samples']} calibration samples; all int8 "
+            f"{m['all_int8']:.5g}")
+    if not m["promoted"]:
+        why = (f"the kernels refuse the promotion ({m['refused']})" if m["refused"] else
+               f"none of {m['candidates']} tensor classes can be int16")
+        if not m["met"] and not m["refused"] and m["candidates"]:
+            why = f"no promotion of the {m['candidates']} tensor classes that can be int16 did better"
+        return [head + (" (met: nothing promoted)" if m["met"] else f" (missed: {why}; kept int8)")]
+    n = sum(len(c["tensors"]) for c in m["promoted"])
+    lines = [head + f"; {len(m['promoted'])} of {m['candidates']} tensor classes ({n} tensors) promoted to int16 "
+             f"-> {m['with_promotions']:.5g} ({'met' if m['met'] else 'MISSED: the best measured is kept'}; "
+             f"{m['integer_runs']} integer runs). Each, with its own rounding SQNR int8 -> int16:"]
+    for c in m["promoted"]:
+        more = f" (+{len(c['tensors']) - 1} in its class)" if len(c["tensors"]) > 1 else ""
+        lines.append(f"  {c['sqnr_int8_db']:7.2f} -> {c['sqnr_int16_db']:7.2f} dB  {c['tensors'][0]}{more}")
+    return lines
+
+
 def _rewrite_doc(name: str) -> str:
     return next((r.doc for r in EXPANSIONS if r.name == name), "")
 
@@ -275,11 +310,42 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     statistics = calibrate(fn, annotation, dataset, config, make_engine)
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
+    promotion = None
+    budget = parse_budget(config.budget)
+    if budget is not None and config.activations == "int8" and not config.int16 and statistics.kept:
+        names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget)
+        if names:   # the fewest int16 tensors that meet the budget (quantize.precision)
+            config = replace(config, int16=names)
+            params = solve(annotation, statistics, config, fn)
+            int_fn = lower(fn, annotation, params, config)
     health = check_health(fn, annotation, statistics, params, config)
     for message in health.warnings:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
-                  warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites)
+                  warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites,
+                  promotion=promotion)
+
+
+def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget):
+    """``precision.promote`` with the runs it needs: the float outputs on the kept samples once, and
+    the integer module of each candidate promotion in the target's arithmetic."""
+    kept = statistics.kept
+    float_names, int_names = output_names(fn), output_names(int_fn)
+    engine = make_engine(fn, [], config.engine)
+    reference = [{n: np.asarray(engine.run(b)[n]) for n in float_names} for b in kept]
+
+    def evaluate(names: tuple[str, ...]):
+        cfg = replace(config, int16=names)
+        p = solve(annotation, statistics, cfg, fn) if names else params
+        f = lower(fn, annotation, p, cfg) if names else int_fn
+        run_int = make_engine(f, [], config.integer_engine)
+        got = []
+        for b in kept:
+            out = run_int.run(b)
+            got.append({n: np.asarray(out[m], np.float32) for n, m in zip(float_names, int_names)})
+        return score(budget, reference, got)
+    return promote(fn, statistics, config, params, budget, evaluate,
+                   lambda: int16_classes(annotation, statistics, config, fn))
 
 
 def _user_stacklevel() -> int:

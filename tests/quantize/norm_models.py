@@ -14,7 +14,7 @@ from quantir.quantize.check_qdq import check_qdq
 from quantir.frontends.tflite import import_tflite
 from quantir.runtime import run
 
-CFG = qr.Config(progress=False)
+CFG = qr.Config(progress=False, budget=None)   # the int8 kernels under test: no mixed precision
 
 
 def const(name: str, value, dtype=np.float32) -> onnx.TensorProto:

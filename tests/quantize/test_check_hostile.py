@@ -18,7 +18,7 @@ def quantized(tmp_path_factory):
     d = tmp_path_factory.mktemp("check_hostile")
     rng = cnn(d / "cnn.onnx")
     calib = rng.normal(size=(20, 1, 8, 8)).astype(np.float32)
-    return d, qr.quantize(d / "cnn.onnx", {"x": calib}, qr.Config(progress=False))
+    return d, qr.quantize(d / "cnn.onnx", {"x": calib}, qr.Config(progress=False, budget=None))
 
 
 def test_qdq_model_whose_graph_input_has_no_shape_is_checked(quantized):

@@ -18,7 +18,7 @@ from quantir.quantize.spec import Violation
 
 from .tiny_models import cnn, save_model
 
-CFG = qr.Config(progress=False)
+CFG = qr.Config(progress=False, budget=None)   # int8 arithmetic: no mixed precision
 
 
 def _params_of(r, name):
@@ -54,7 +54,7 @@ def test_conv_whose_requantization_overflows_int32_is_refused_naming_the_layer(t
     assert "out of proportion with the output range [0, 6]. Check this layer's weights, or keep it float with " \
            "--exclude 'conv/huge'" in msg
     # the remedy it names works: the layer stays float and the rest runs
-    r = qr.quantize(model, {"x": x}, qr.Config(progress=False, exclude=("conv/huge",)))
+    r = qr.quantize(model, {"x": x}, qr.Config(progress=False, exclude=("conv/huge",), budget=None))
     assert [op.label for op, _ in r.annotation.float_ops] == ["conv/huge"]
 
 
@@ -105,7 +105,7 @@ def test_zero_range_from_a_callback_on_an_add_runs_and_is_named(tmp_path):
         return Range(0.0, 0.0) if info.region.output.name_hint == "a" else info.output_range()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = qr.quantize(model, {"x": x}, qr.Config(progress=False, callback=collapse))
+        r = qr.quantize(model, {"x": x}, qr.Config(progress=False, callback=collapse, budget=None))
     emitted = [str(w.message) for w in caught if issubclass(w.category, QuantizationWarning)]
     assert len(emitted) == 1 and emitted[0].startswith(
         "1 activation tensor got a zero range from a calibration callback although the values vary: 'a' (output of "
@@ -130,7 +130,7 @@ def test_zero_range_from_a_callback_on_a_conv_gets_the_finest_scale_without_over
         return Range(0.0, 0.0) if info.region.output.name_hint == "r1" else info.output_range()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", QuantizationWarning)
-        r = qr.quantize(model, {"x": x}, qr.Config(progress=False, callback=collapse))
+        r = qr.quantize(model, {"x": x}, qr.Config(progress=False, callback=collapse, budget=None))
     out, s_in = _params_of(r, "r1"), _params_of(r, "x").scale
     w_scale = next(p for v, p in r.params.items() if isinstance(p, WeightParams) and p.scale.shape == (8,)).scale
     _, shift = quantize_multipliers(conv_multiplier(np.float32(s_in), w_scale, np.float32(out.scale)))

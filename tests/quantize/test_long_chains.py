@@ -47,7 +47,8 @@ def result():
     x = np.random.default_rng(1).normal(size=(2, 4, 4, 4)).astype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # 2 calibration samples are (rightly) a warning; not the point here
-        return qr.quantize(chain(BLOCKS), {"input": x}, qr.Config(progress=False, engine="interpreter"))
+        return qr.quantize(chain(BLOCKS), {"input": x},
+                           qr.Config(progress=False, engine="interpreter", budget=None))
 
 
 def test_every_block_becomes_three_int8_ops(result):

@@ -49,10 +49,12 @@ def test_l2_form_keeps_rows_of_small_variance(tmp_path):
     ref = _layer_norm(x)
     err = {}
     for form in ("rsqrt", "l2"):
-        y = run(qr.quantize(path, {"x": x}, qr.Config(progress=False, layer_norm=form)).module, {"x": x})["y"]
+        cfg = qr.Config(progress=False, layer_norm=form, budget=None)
+        y = run(qr.quantize(path, {"x": x}, cfg).module, {"x": x})["y"]
         err[form] = float(np.sum((y - ref) ** 2) / np.sum(ref ** 2))
-    # 4 dB better here; on the PP-OCRv6 small rec's own LayerNorm inputs 10-14 dB (docs/numerics.md)
-    assert err["l2"] < err["rsqrt"] / 2, err
+    # 1 dB better here since the rsqrt form sums each row's squares exactly (BATCH_MATMUL; 4 dB with
+    # MUL(d, d) and MEAN); the variance's one int8 range for all rows is what remains
+    assert err["l2"] < err["rsqrt"], err
 
 
 def test_l2_form_over_other_axes_keeps_the_rsqrt_form(tmp_path):

@@ -86,7 +86,8 @@ def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def quantized(real_model, tmp_path_factory):
-    """``quantized(name)`` -> (model, Result, qdq path, qoperator path), once per model; a failure
+    """``quantized(name)`` -> (model, Result, qdq path, qoperator path), once per model, all int8
+    (budget=None: these tests check every int8 export; mixed precision is tested on its own); a failure
     to quantize or export is raised again in every test that asks for it."""
     import quantir as qr
     cache: dict[str, object] = {}
@@ -99,7 +100,7 @@ def quantized(real_model, tmp_path_factory):
                 feeds = [{_input_name(model): b} for b in _batches(model, calib)]
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")   # few samples: quantir warns, rightly
-                    result = qr.quantize(str(model.path), feeds, qr.Config(progress=False))
+                    result = qr.quantize(str(model.path), feeds, qr.Config(progress=False, budget=None))
                 out = tmp_path_factory.mktemp(name)
                 paths = []
                 for fmt in ("qdq", "qoperator"):
@@ -232,4 +233,35 @@ def test_tflite_bit_exact_with_builtin_ref(name, quantized, tmp_path):
     path = result.save(tmp_path / f"{name}.tflite")
     x = model.inputs(2, seed=1)
     np.savez(tmp_path / "in.npz", **{_input_name(model): x})
+    assert main(["verify", str(path), "--inputs", str(tmp_path / "in.npz"), "--batch", "1"]) == 0
+
+
+def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp_path):
+    """PP-OCRv6 tiny rec's int8 outputs miss the default budget on its calibration lines, so the
+    default quantization promotes tensors to int16 (measured: cosine 0.986 -> 0.991; its convs,
+    which have no int16 kernel in quantir, keep it from 0.995): the QDQ and QOperator exports (ops
+    on int16 keep the QDQ form) run in ONNX Runtime at both sizes, and the .tflite is bit-exact
+    with BUILTIN_REF."""
+    import onnxruntime as ort
+
+    import quantir as qr
+    from quantir.cli.main import main
+    model = real_model("ppocrv6_tiny_rec")
+    calib = model.inputs(CALIBRATION, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = qr.quantize(str(model.path), [{_input_name(model): b} for b in _batches(model, calib)],
+                             qr.Config(progress=False))
+    p = result.promotion
+    assert p is not None and p.promoted and p.after > p.before
+    assert result.spec_report().ok
+    for fmt in ("qdq", "qoperator"):
+        path = result.save(tmp_path / f"m.{fmt}.onnx", format=fmt)
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        for shape in model.sizes:
+            x = model.inputs(shape[0], seed=3, shape=shape)
+            (out,) = sess.run(None, {_input_name(model): x})
+            assert np.all(np.isfinite(out))
+    path = result.save(tmp_path / "m.tflite")
+    np.savez(tmp_path / "in.npz", **{_input_name(model): model.inputs(2, seed=1)})
     assert main(["verify", str(path), "--inputs", str(tmp_path / "in.npz"), "--batch", "1"]) == 0

@@ -14,9 +14,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "files for a model with dynamic dims, one sample size per file")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
-    p.add_argument("--activations", choices=("int8", "uint8"), default="int8",
-                   help="ONNX activation storage: int8 (default) or uint8 (same values, zero point + 128; "
-                        "ONNX Runtime on x86 fuses it fully)")
+    p.add_argument("--activations", choices=("int8", "uint8", "int16"), default="int8",
+                   help="int8 (default); uint8: the ONNX export's storage (same values, zero point + 128; ONNX "
+                        "Runtime on x86 fuses it fully); int16: LiteRT's 16x8 mode, every activation int16")
+    p.add_argument("--budget", default=None, metavar="FLOOR",
+                   help="mixed precision: promote the fewest tensors to int16 until the outputs meet it on the "
+                        "calibration samples: a mean cosine (0.998), an SQNR ('30dB'), or 'off' for all-int8 "
+                        "(default 0.995)")
+    p.add_argument("--int16", nargs="*", default=(), metavar="TENSOR",
+                   help="tensors (ONNX value names) to store in int16, with their same-scale classes")
     p.add_argument("--bias-correction", choices=("off", "weights", "empirical"), default="weights",
                    help="fold each conv/FC's mean output error into its bias: from the weights' rounding "
                         "(default), measured on the integer graph (empirical, slower), or off")
@@ -62,12 +68,15 @@ def run(args: argparse.Namespace) -> int:
                                                  for i, path in enumerate(args.data)}})
     config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                     engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
-                    bias_correction=args.bias_correction, target=target_for(args.output, args.target))
+                    bias_correction=args.bias_correction, target=target_for(args.output, args.target),
+                    activations="int16" if args.activations == "int16" else "int8", int16=tuple(args.int16),
+                    **({} if args.budget is None else {"budget": args.budget}))
     with warnings.catch_warnings(action="ignore", category=QuantizationWarning):   # printed below, one line each
         result = quantize(args.model, args.data[0] if len(args.data) == 1 else args.data, config)
     for w in result.warnings:   # even with -q: the model may be unusable
         print(f"quantir quantize: warning: {w}", file=sys.stderr)
-    result.save(args.output, format=args.format, io=args.io, activations=args.activations)
+    result.save(args.output, format=args.format, io=args.io,
+                activations="uint8" if args.activations == "uint8" else "int8")
     if args.summary:
         result.save(args.summary)
     if not args.quiet:

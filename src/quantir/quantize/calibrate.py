@@ -88,13 +88,18 @@ class Statistics:
     means: dict[Value, SizedSampleMean] = field(default_factory=dict)
     kept_means: dict[Value, SizedSampleMean] = field(default_factory=dict)
     inputs: dict[str, InputObserver] = field(default_factory=dict)   # per model input (health checks)
+    # (value, method options) -> range: observers are final, and mixed precision solves many times
+    _ranges: dict = field(default_factory=dict, repr=False)
 
     def range(self, value: Value, config: Config) -> Range:
         obs = self.observers[value]
         spec = METHODS[Method(config.method)]
         observer = next((o for o in obs if isinstance(o, spec.observer)), obs[0])
         options = config.method_options if isinstance(observer, spec.observer) else MinMaxOptions()
-        return compute_range(options, observer)
+        key = (id(value), id(observer), repr(options))
+        if key not in self._ranges:
+            self._ranges[key] = compute_range(options, observer)
+        return self._ranges[key]
 
 
 def _make_observers(value: Value, config: Config) -> list[Observer]:

@@ -7,6 +7,7 @@ from typing import Any, Callable, Literal
 
 from ..errors import CalibrationError
 from .methods import MethodOptions, options_for
+from .precision import parse_budget
 
 Engine = Literal["ort", "interpreter"]
 BiasCorrection = Literal["off", "weights", "empirical"]
@@ -54,9 +55,19 @@ class Config:
     ``activations``: ``"int8"`` (LiteRT's int8 spec) or ``"int16"`` (its 16x8 mode: every activation
     int16 symmetric, zero point 0, weights still int8, FC biases int32 (LiteRT's quantized_bias_type
     INT32); an op with no int16 kernel runs in int8 between requantizes, see ``quantize.solver``).
-    Pair it with ``method="minmax"``: the clipping methods choose ranges for 255 steps. Measured on
-    all-MiniLM-L6-v2 (128 held-out pydoc sentences, interpreter): cosine vs fp32 0.997 with int16 and
-    minmax, 0.844 with int16 and entropy, 0.663 with int8 and entropy.
+    An int16 tensor takes its observed min/max whatever ``method`` says: the clipping methods choose
+    ranges for 255 steps, and 65,535 steps need no clipping (all-MiniLM-L6-v2, 128 held-out pydoc
+    sentences, interpreter: cosine vs fp32 0.997 with int16 min/max, 0.844 with int16 entropy).
+
+    ``int16``: tensor names (ONNX value names) whose same-scale classes are int16 in an int8 model,
+    the rest staying int8 with a requantize (LiteRT QUANTIZE) at each boundary; a name whose op has
+    no 16x8 kernel stays int8.
+
+    ``budget`` drives automatic mixed precision (``quantize.precision``): when the all-int8 model's
+    outputs miss it on the kept calibration samples, the fewest tensors are promoted to int16 until
+    it is met. A mean output cosine floor in (0, 1] (default 0.995: CNN classifiers meet it in int8
+    and are unchanged), an SQNR floor (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
+    bool``, or None / ``"off"``. It applies to ``activations="int8"`` without ``int16`` names.
 
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
@@ -79,6 +90,8 @@ class Config:
     weight_rounding: WeightRounding = "nearest"   # nearest | hessian (see above)
     layer_norm: LayerNormForm = "rsqrt"       # rsqrt | l2: the LiteRT ops a LayerNorm becomes (see above)
     activations: Activations = "int8"         # int8 | int16 (16x8: int16 activations, int8 weights; see above)
+    int16: tuple[str, ...] = ()               # tensor names whose same-scale classes are int16 (mixed precision)
+    budget: Any = 0.995                       # output floor for mixed precision: cosine | "25dB" | callback | None
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -102,6 +115,12 @@ class Config:
         if self.activations not in ("int8", "int16"):
             raise CalibrationError(f"activations must be 'int8' or 'int16' (the storage of every activation tensor; "
                                    f"int16 is LiteRT's 16x8 mode), got {self.activations!r}")
+        if isinstance(self.int16, str):
+            object.__setattr__(self, "int16", (self.int16,))
+        object.__setattr__(self, "int16", tuple(self.int16))
+        if not all(isinstance(n, str) for n in self.int16):
+            raise CalibrationError(f"int16 must be tensor names (strings), got {self.int16!r}")
+        parse_budget(self.budget)   # a budget it cannot read is an error now, not after calibration
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 

@@ -30,6 +30,7 @@ from ..errors import quote_name
 from ..ir import Function, Value
 from ..numerics.qparams import NEAR_ZERO_TOLERANCE, symmetric_weight_qparams
 from .calibrate import Statistics
+from .attention_mask import mask_values
 from .config import Config
 from .observers import InputObserver  # noqa: F401  (the calibration inputs' observer; named here too)
 from .params import ActParams, WeightParams, region_weights, weight_params
@@ -87,6 +88,8 @@ def activation_warnings(fn: Function, statistics: Statistics, params: Mapping = 
         lo, hi = float(np.min(o.min)), float(np.max(o.max))
         where = quote_name(v.name_hint) + (f" ({_producer(v)})" if _producer(v) else "")
         if lo == hi:
+            if mask_values(v) is not None:   # made from a 0/1 mask: its range comes from those values
+                continue
             constant.append(f"{where} = {lo:.6g}")
         elif max(abs(lo), abs(hi)) <= NEAR_ZERO_TOLERANCE:
             vanishing.append(f"{where} within ±{max(abs(lo), abs(hi)):.3g}")

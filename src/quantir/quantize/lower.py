@@ -202,7 +202,10 @@ class Lowerer:
         return self.fn
 
     def lower_region(self, region: Region) -> Value:
-        self.bits = region_bits(region, self.config.activations)
+        out_params = self.params.get(region.output) if region.pattern.op.output_quantized else None
+        # the output's width (the solver's: 16 under activations="int16" or a promotion, Config.int16)
+        self.bits = out_params.bits if isinstance(out_params, ActParams) else region_bits(region,
+                                                                                          self.config.activations)
         try:
             out = region.pattern.lower(self, region)
         finally:

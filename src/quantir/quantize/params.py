@@ -52,7 +52,15 @@ def range_params(lo: float, hi: float, bits: int = 8) -> tuple[float, int]:
 def region_bits(region: Region, activations: str) -> int:
     """The activation width ``region`` computes in: 16 under ``Config(activations="int16")`` where
     its declaration has a 16x8 kernel (``QuantOp.int16``), else 8."""
-    return 16 if activations == "int16" and region.pattern.op.int16 else 8
+    return 16 if activations == "int16" and region.pattern.op.int16 and not clips_by_range(region) else 8
+
+
+def clips_by_range(region: Region) -> bool:
+    """Does ``region`` absorb a Clip that no fused activation expresses (Clip(0, 1) of a hard
+    sigmoid), leaving it to int8's asymmetric range, which saturates at both bounds? int16's
+    symmetric range [-amax, amax] would let the values below the lower bound through."""
+    act = region.match.ops.get("act")
+    return act is not None and act.opdef is nn.CLIP and region.activation == "NONE"
 
 
 def at_width(params: ActParams, bits: int) -> ActParams:

@@ -47,6 +47,7 @@ each weight tap sees the mean of the input positions it visits, padding contribu
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -117,7 +118,7 @@ class _Solver:
             if row.output.kind is Kind.FIXED and outputs:
                 self.fixed.setdefault(id(region.output), row.output.fixed)
                 self.fixed16.setdefault(id(region.output), decl.int16_fixed if decl.int16 else None)
-            if outputs and self.bits(region) == 8:
+            if outputs and region_bits(region, "int16") == 8:   # no 16x8 kernel: int8 in any mode
                 self.narrow.add(id(region.output))
             if decl.solver.shared_inputs:
                 for v in region.inputs[1:]:
@@ -142,6 +143,11 @@ class _Solver:
             if self.fixed[self.root[k]] is f:
                 self.fixed16.setdefault(self.root[k], self.fixed16.pop(k, None))
         self._provisional: dict[int, tuple[float, float]] = {}
+        # Config.int16: the classes of the named tensors are int16 (mixed precision, quantize.precision)
+        wanted = set(config.int16)
+        self.promoted = {self.root[k] for k, v in self.values.items() if v.name_hint in wanted}
+        # an int16 tensor takes its observed min/max: 65,535 steps need no clipping of outliers
+        self.wide_config = dataclasses.replace(config, method="minmax", method_options=None)
         # attention masks (quantize.attention_mask): class root -> the range its members get
         self.masks = MaskedAdds.find(annotation)
         self.mask_roots: dict[int, Callable[[], tuple[float, float]]] = {}
@@ -164,10 +170,19 @@ class _Solver:
 
     # -- parameters ---------------------------------------------------------------------------
     def bits(self, region: Region) -> int:
+        """The width ``region`` computes in: its output's (``value_bits``)."""
+        if region.output is not None and region.pattern.op.output_quantized:
+            return self.value_bits(region.output)
         return region_bits(region, self.config.activations)
 
     def value_bits(self, v: Value) -> int:
-        return 16 if self.config.activations == "int16" and id(v) not in self.narrow else 8
+        """16 under ``activations="int16"`` or for a promoted class (``Config.int16``), unless the op
+        writing ``v`` has no 16x8 kernel; else 8."""
+        if id(v) in self.narrow:
+            return 8
+        if self.config.activations == "int16":
+            return 16
+        return 16 if self.root.get(id(v)) in self.promoted else 8
 
     def input_params(self, region: Region, v: Value) -> ActParams:
         """``v``'s parameters as ``region`` reads it (at the region's width)."""
@@ -223,7 +238,8 @@ class _Solver:
         root = self.root.get(id(v))
         if root in self.mask_roots:
             return self.mask_roots[root]()
-        return self._with_mask_values(v, value_range(v, self.statistics, self.config))
+        config = self.wide_config if self.value_bits(v) == 16 else self.config
+        return self._with_mask_values(v, value_range(v, self.statistics, config))
 
     def _with_mask_values(self, v: Value, r: tuple[float, float]) -> tuple[float, float]:
         """A tensor an attention mask is made from also holds the values padding gives it."""
@@ -249,7 +265,8 @@ class _Solver:
             s_in = self.input_params(region, x).scale
             self.weights[key] = (region, s_in, self.region_weight_params(region, x, s_in))
         if region.pattern.op.output_quantized and id(region.output) not in self.ranges:
-            r = callback(info)
+            wide = callback is default_callback and self.bits(region) == 16
+            r = self.statistics.range(region.output, self.wide_config) if wide else callback(info)
             lo, hi = self.returned_range(region, float(r.rmin), float(r.rmax))
             rules = region.pattern.op.solver
             self.ranges[id(region.output)] = (lo, hi)
@@ -421,3 +438,22 @@ def solve(annotation: Annotation, statistics: Statistics, config: Config, fn,
     for region in annotation.regions:
         solver.decide(region, callback)
     return solver.final()
+
+
+def int16_classes(annotation: Annotation, statistics: Statistics, config: Config, fn) -> dict[int, list[str]]:
+    """The same-scale classes that can be int16 (every op writing a member has a 16x8 kernel), as
+    class key -> the names of their members (what ``Config.int16`` takes)."""
+    s = _Solver(annotation, statistics, dataclasses.replace(config, int16=()), fn)
+    produced = {id(r.output) for r in annotation.regions if r.output is not None and r.pattern.op.output_quantized}
+    out: dict[int, list[str]] = {}
+    for root, members in s.members.items():
+        if any(k in s.narrow for k in members) or not any(k in produced for k in members):
+            continue
+        lo, hi = s.class_range(s.values[root])
+        if max(hi, 0.0) - min(lo, 0.0) <= NEAR_ZERO_TOLERANCE:   # nothing int16 could resolve better
+            continue
+        names = [s.values[k].name_hint for k in members
+                 if s.values[k].name_hint and constant_array(s.values[k]) is None]
+        if names:
+            out[root] = names
+    return out

@@ -1,0 +1,258 @@
+"""Automatic mixed precision: promote the fewest activation tensors to int16 until a budget on
+the model's outputs is met (``Config.budget``).
+
+The TVM RFC's reviewers asked for an automatic fallback driven by accuracy; NNCF and Intel's INC
+offer one around an eval loop the user writes. quantir measures the outputs itself:
+
+1. **Budget** (``parse_budget``): a floor on the mean cosine between the float and the integer
+   outputs (a number in (0, 1]: ``0.99``), on their SQNR (``"25dB"``), or a callback
+   ``(float_outputs, integer_outputs) -> bool`` over lists of output dicts.
+2. **Measure** the all-int8 module on the kept calibration samples (``Statistics.kept``), in the
+   target's arithmetic (``Config.integer_engine``). Met: nothing changes.
+3. **Rank** the tensors that can be int16 — each same-scale class whose ops all have LiteRT 16x8
+   kernels (``QuantOp.int16``) — by their own int8 rounding noise: SQNR of the float values
+   against their int8 round trip, worst first (``rank``).
+4. **Search** the shortest prefix of that ranking that meets the budget: doubling, then bisection
+   (about ``2·log2(N)`` integer runs). The prefix is promoted with ``Config.int16``; the ops
+   between int8 and int16 islands requantize (LiteRT's QUANTIZE).
+
+Each promotion is reported with its int8 and int16 SQNR; the outputs' metric before and after.
+If no prefix meets the budget, the best module measured is kept (all-int8 included: on a model
+whose int8 error is not where int16 kernels exist, promoting can also hurt) and the summary says
+the budget was missed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import CalibrationError, QuantirError
+
+
+
+@dataclass(frozen=True)
+class Budget:
+    kind: str                                  # "cosine" | "sqnr" | "callback"
+    floor: float = 0.0
+    callback: Callable | None = None
+
+    def describe(self) -> str:
+        if self.kind == "cosine":
+            return f"mean output cosine >= {self.floor:g}"
+        if self.kind == "sqnr":
+            return f"output SQNR >= {self.floor:g} dB"
+        return "the user's budget callback"
+
+
+def parse_budget(spec) -> Budget | None:
+    """``None``/``"off"``/``0``: no budget. A number in (0, 1] or its string: a cosine floor;
+    ``"25dB"``/``"sqnr:25"``: an SQNR floor in dB; ``"cos:0.997"`` likewise; a callable: a callback."""
+    if spec is None or spec is False:
+        return None
+    if callable(spec):
+        return Budget("callback", callback=spec)
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text in ("off", "none", "0", ""):
+            return None
+        m = re.fullmatch(r"(?:sqnr:)?\s*([0-9.]+)\s*db|sqnr:\s*([0-9.]+)", text)
+        if m:
+            return Budget("sqnr", float(m.group(1) or m.group(2)))
+        text = text.removeprefix("cos:").removeprefix("cosine:").strip()
+        try:
+            spec = float(text)
+        except ValueError:
+            raise CalibrationError(f"budget {spec!r} is not understood: give a mean output cosine floor in (0, 1] "
+                                   f"(0.99), an SQNR floor in dB ('25dB'), 'off', or a callback") from None
+    if isinstance(spec, bool) or not isinstance(spec, (int, float)):
+        raise CalibrationError(f"budget must be a number, a string or a callable, got {type(spec).__name__}")
+    if spec == 0:
+        return None
+    if not 0.0 < float(spec) <= 1.0:
+        raise CalibrationError(f"a cosine budget must be in (0, 1], got {spec}; for an SQNR floor write '{spec}dB'")
+    return Budget("cosine", float(spec))
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, np.float64)
+    return a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(1, -1)
+
+
+def _float_outputs(outputs: dict) -> list[str]:
+    """The outputs a metric compares: float ones (an integer output — a shape, an argmax — is exact
+    or not a quantity whose closeness means anything)."""
+    return sorted(k for k, v in outputs.items() if np.issubdtype(np.asarray(v).dtype, np.floating))
+
+
+def output_cosine(reference: Sequence[dict], got: Sequence[dict]) -> float:
+    """Mean over the rows (first axis) of every float output of every batch of the cosine."""
+    values = []
+    for ref, out in zip(reference, got):
+        for k in _float_outputs(ref):
+            values.append(_row_cosines(_rows(ref[k]), _rows(out[k])))
+    return float(np.mean(np.concatenate(values))) if values else 1.0
+
+
+def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    both_zero = (na == 0) & (nb == 0)
+    with np.errstate(all="ignore"):
+        c = np.where(both_zero, 1.0, np.sum(a * b, axis=1) / (na * nb))
+    return np.nan_to_num(c, nan=0.0)
+
+
+def output_sqnr(reference: Sequence[dict], got: Sequence[dict]) -> float:
+    signal = sum(float(np.sum(np.asarray(r[k], np.float64) ** 2)) for r in reference for k in _float_outputs(r))
+    noise = sum(float(np.sum((np.asarray(r[k], np.float64) - np.asarray(g[k], np.float64)) ** 2))
+                for r, g in zip(reference, got) for k in _float_outputs(r))
+    return float("inf") if noise == 0 else 10.0 * np.log10(max(signal, 1e-300) / noise)
+
+
+def score(budget: Budget, reference: Sequence[dict], got: Sequence[dict]) -> tuple[float, bool]:
+    """(the measured value, is the budget met)."""
+    if budget.kind == "callback":
+        met = bool(budget.callback(list(reference), list(got)))
+        return float(met), met
+    value = output_cosine(reference, got) if budget.kind == "cosine" else output_sqnr(reference, got)
+    return value, value >= budget.floor
+
+
+def rounding_sqnr(x: np.ndarray, scale: float, zero_point: int, bits: int) -> tuple[float, float]:
+    """(signal power, noise power) of ``x`` against its ``bits``-wide round trip."""
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    x = np.asarray(x, np.float64)
+    q = np.clip(np.round(x / scale) + zero_point, lo, hi)
+    err = x - (q - zero_point) * scale
+    return float(np.sum(x * x)), float(np.sum(err * err))
+
+
+def _db(signal: float, noise: float) -> float:
+    return float("inf") if noise == 0 else float(10.0 * np.log10(max(signal, 1e-300) / noise))
+
+
+@dataclass
+class Candidate:
+    """One same-scale class that can be int16: its tensors' names and rounding SQNRs (dB)."""
+
+    names: list[str]
+    sqnr8: float
+    sqnr16: float
+
+
+@dataclass
+class Promotion:
+    """What the search did, for the summary."""
+
+    budget: Budget
+    before: float                     # the outputs' metric, all int8
+    after: float                      # with the promotions
+    met: bool
+    promoted: list[Candidate] = field(default_factory=list)
+    candidates: int = 0               # classes that could be int16
+    evaluations: int = 0              # integer runs the search made
+    samples: int = 0                  # calibration samples the metric was measured on
+    refused: str = ""                 # the last error of a promotion the kernels could not run
+
+
+def rank(classes: dict[int, list[str]], params: dict[str, tuple[float, int, float, float]],
+         values: dict[str, list[np.ndarray]]) -> list[Candidate]:
+    """Candidates worst int8 rounding SQNR first. ``classes``: class key -> tensor names;
+    ``params``: name -> (int8 scale, zero point, rmin, rmax); ``values``: name -> float arrays."""
+    out = []
+    for names in classes.values():
+        s8 = n8 = s16 = n16 = 0.0
+        for name in names:
+            if name not in params:
+                continue
+            scale, zp, lo, hi = params[name]
+            amax = max(abs(lo), abs(hi))
+            scale16 = float(np.float32(amax / 32767.0)) if amax > 0 else scale / 256.0
+            for x in values.get(name, ()):
+                a, b = rounding_sqnr(x, scale, zp, 8)
+                c, d = rounding_sqnr(x, scale16, 0, 16)
+                s8, n8, s16, n16 = s8 + a, n8 + b, s16 + c, n16 + d
+        out.append(Candidate(list(names), _db(s8, n8), _db(s16, n16)))
+    out.sort(key=lambda c: c.sqnr8)
+    return out
+
+
+def shortest_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
+    """The smallest k in 1..n with ``meets(k)`` assuming it is monotone: doubling, then bisection.
+    Returns (k, met); (n, False) when even n does not meet it."""
+    memo: dict[int, bool] = {}
+    probe = meets
+
+    def meets(k: int) -> bool:   # noqa: F811  (each prefix is measured once)
+        if k not in memo:
+            memo[k] = probe(k)
+        return memo[k]
+
+    k, last_fail = 1, 0
+    while k < n and not meets(k):
+        last_fail, k = k, min(2 * k, n)
+    if k >= n:
+        if not meets(n):
+            return n, False
+        k = n
+    lo, hi = last_fail, k            # meets(hi), not meets(lo) (lo 0 = nothing promoted)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, True
+
+
+# -- the search over a quantized graph --------------------------------------------------------------
+
+def promote(fn, statistics, config, params, budget: Budget, evaluate,
+            classes_of: Callable[[], dict[int, list[str]]]) -> tuple[tuple[str, ...], Promotion]:
+    """The tensor names to make int16 (``Config.int16``) and the report. ``evaluate(names)`` runs
+    the integer module quantized with those names promoted on the kept samples and returns its
+    (metric, met); it is called with ``()`` first. ``classes_of()``: the same-scale classes that
+    can be int16 (``solver.int16_classes``), asked only when the all-int8 module misses."""
+    before, met = evaluate(())
+    report = Promotion(budget, before, before, met, samples=sum(len(next(iter(b.values()))) for b in statistics.kept))
+    report.evaluations = 1
+    if met:
+        return (), report
+    classes = classes_of()
+    report.candidates = len(classes)
+    if not classes:
+        return (), report
+    names = sorted({n for ns in classes.values() for n in ns})
+    engine = statistics.make_engine(fn, names, config.engine)
+    values: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for batch in statistics.kept:
+        out = engine.run(batch)
+        for n in names:
+            values[n].append(np.asarray(out[n]))
+    by_name = {v.name_hint: p for v, p in params.items() if hasattr(p, "zero_point")}
+    ranked = rank(classes, {n: (by_name[n].scale, by_name[n].zero_point, by_name[n].rmin, by_name[n].rmax)
+                            for n in names if n in by_name},
+                  {n: v for n, v in values.items() if n in by_name})
+    results: dict[int, tuple[float, bool]] = {}
+
+    def chosen(k: int) -> tuple[str, ...]:
+        return tuple(n for c in ranked[:k] for n in c.names)
+
+    def meets(k: int) -> bool:
+        report.evaluations += 1
+        try:
+            results[k] = evaluate(chosen(k))
+        except QuantirError as e:   # a promotion the kernels refuse (a scale LiteRT's int16 Prepare rejects)
+            report.refused = f"{type(e).__name__}: {e}"
+            return False
+        return results[k][1]
+
+    k, met = shortest_prefix(len(ranked), meets)
+    if not met:   # missed: keep the best module measured, all-int8 included (promoting can also hurt)
+        results[0] = (before, False)
+        k = max(results, key=lambda j: (results[j][0], -j))
+    report.after, report.met = results[k][0], met
+    report.promoted = ranked[:k]
+    return chosen(k), report

@@ -1,0 +1,112 @@
+"""Automatic mixed precision end to end (Config.budget, Config.int16): on an attention block whose
+int8 outputs miss the budget, quantir promotes tensors to int16 until the budget is met on the
+calibration samples, says so in the summary, and the promoted module also does better on inputs it
+never saw; a budget met in int8 changes nothing; names given by hand are promoted as given."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import quantir as qr
+from quantir.quantize.precision import output_sqnr
+from quantir.runtime import run
+
+from .test_attention_mask import _calibration, _float, _model, _padded_batch
+
+
+def _sqnr(result, feeds) -> float:
+    want = _float(_model(), feeds)
+    got = run(result.module, feeds)["y"]
+    return output_sqnr([{"y": want}], [{"y": got}])
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    return _calibration(48)
+
+
+@pytest.fixture(scope="module")
+def int8(calibration):
+    return qr.quantize(_model(), calibration, qr.Config(progress=False, budget=None))
+
+
+@pytest.fixture(scope="module")
+def promoted(calibration):
+    return qr.quantize(_model(), calibration, qr.Config(progress=False, budget="44dB"))
+
+
+def test_a_budget_int8_misses_promotes_tensors_until_it_is_met(int8, promoted):
+    p = promoted.promotion
+    assert p.before < 44 <= p.after and p.met
+    assert 0 < len(p.promoted) <= p.candidates
+    names = {n for c in p.promoted for n in c.names}
+    int16 = {v.name_hint for v, ap in promoted.params.items() if getattr(ap, "bits", 8) == 16}
+    assert names <= int16 and int16
+    assert all(c.sqnr16 > c.sqnr8 + 30 for c in p.promoted)   # each promotion's own rounding gain
+    assert int8.promotion is None and all(getattr(ap, "bits", 8) == 8 for ap in int8.params.values())
+
+
+def test_the_promotion_holds_on_inputs_calibration_never_saw(int8, promoted):
+    feeds = _padded_batch()
+    assert _sqnr(promoted, feeds) > _sqnr(int8, feeds) + 10
+
+
+def test_the_summary_lists_each_promotion_with_its_gain(promoted):
+    text = promoted.summary()
+    assert "mixed precision: budget output SQNR >= 44 dB" in text and "promoted to int16" in text
+    d = promoted.summary_dict()["mixed_precision"]
+    assert d["met"] and len(d["promoted"]) == len(promoted.promotion.promoted)
+    assert all(p["sqnr_int16_db"] > p["sqnr_int8_db"] for p in d["promoted"])
+    assert promoted.spec_report().ok
+
+
+def test_a_budget_met_in_int8_promotes_nothing(calibration, int8):
+    r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="10dB"))
+    assert r.promotion.met and not r.promotion.promoted and r.promotion.evaluations == 1
+    assert "met: nothing promoted" in r.summary()
+
+
+def test_a_budget_nothing_can_meet_keeps_the_best_and_says_missed(calibration):
+    r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="200dB"))
+    assert not r.promotion.met and r.promotion.after >= r.promotion.before   # the best measured is kept
+    assert "MISSED" in r.summary()
+
+
+def test_a_callback_budget_decides(calibration):
+    calls = []
+
+    def enough(reference, got):
+        calls.append(len(reference))
+        return output_sqnr(reference, got) > 40
+
+    r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget=enough))
+    assert r.promotion.met and r.promotion.promoted and calls
+
+
+def test_names_given_by_hand_are_int16_with_their_class(calibration):
+    r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget=None, int16=("scores",)))
+    bits = {v.name_hint: getattr(ap, "bits", 8) for v, ap in r.params.items()}
+    assert bits["scores"] == 16 and bits["y"] == 8
+    assert r.spec_report().ok
+
+
+def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
+    import json
+
+    import onnx
+
+    from quantir.cli.main import main
+    onnx.save(_model(), tmp_path / "m.onnx")
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "calib.npz", ids=rng.integers(0, 50, size=(48, 8)).astype(np.int64),
+             mask=np.ones((48, 8), np.int64))
+    args = ["quantize", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "calib.npz"), "-q"]
+    assert main(args + ["-o", str(tmp_path / "a.onnx"), "--budget", "44dB", "--summary", str(tmp_path / "a.json")]) == 0
+    mixed = json.loads((tmp_path / "a.json").read_text())["mixed_precision"]
+    assert mixed["promoted"] and mixed["with_promotions"] > mixed["all_int8"] + 5, mixed
+    assert main(args + ["-o", str(tmp_path / "b.onnx"), "--budget", "off", "--int16", "scores",
+                        "--summary", str(tmp_path / "b.json")]) == 0
+    assert "mixed_precision" not in json.loads((tmp_path / "b.json").read_text())
+    assert main(args + ["-o", str(tmp_path / "c.onnx"), "--budget", "fast"]) != 0
+    assert "budget 'fast' is not understood" in capsys.readouterr().err
+    assert not (tmp_path / "c.onnx").exists()

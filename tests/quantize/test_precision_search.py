@@ -1,0 +1,77 @@
+"""The pure parts of automatic mixed precision (quantize.precision): budgets, output metrics, the
+prefix search and the ranking."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quantir.errors import CalibrationError
+from quantir.quantize import precision as pr
+
+
+@pytest.mark.parametrize("spec, kind, floor", [
+    (0.99, "cosine", 0.99), ("0.997", "cosine", 0.997), ("cos:0.9", "cosine", 0.9), (1, "cosine", 1.0),
+    ("25dB", "sqnr", 25.0), ("sqnr:30", "sqnr", 30.0), ("12.5 db", "sqnr", 12.5)])
+def test_budgets_parse(spec, kind, floor):
+    b = pr.parse_budget(spec)
+    assert (b.kind, b.floor) == (kind, floor)
+
+
+@pytest.mark.parametrize("spec", [None, "off", 0, "0", False])
+def test_no_budget(spec):
+    assert pr.parse_budget(spec) is None
+
+
+@pytest.mark.parametrize("spec, match", [(1.5, r"in \(0, 1\].*'1.5dB'"), ("fast", "not understood"),
+                                         (-0.5, r"in \(0, 1\]"), ([0.9], "number, a string or a callable")])
+def test_bad_budgets_say_what_is_expected(spec, match):
+    with pytest.raises(CalibrationError, match=match):
+        pr.parse_budget(spec)
+
+
+def test_a_callback_budget_is_called_with_both_outputs():
+    seen = []
+    b = pr.parse_budget(lambda ref, got: seen.append((ref, got)) or True)
+    assert pr.score(b, [{"y": np.ones((2, 3))}], [{"y": np.ones((2, 3))}]) == (1.0, True)
+    assert len(seen) == 1 and len(seen[0][0]) == 1
+
+
+def test_output_cosine_is_the_mean_over_rows_of_every_output():
+    ref = [{"a": np.array([[1.0, 0.0], [0.0, 1.0]]), "b": np.array([[0.0], [0.0]])}]
+    got = [{"a": np.array([[1.0, 0.0], [1.0, 0.0]]), "b": np.array([[0.0], [0.0]])}]
+    assert pr.output_cosine(ref, got) == pytest.approx(0.75)   # rows of a: 1 and 0; of b: both zero, 1 and 1
+    assert pr.output_cosine(ref, ref) == pytest.approx(1.0)
+    ints = [{**ref[0], "i": np.arange(3)}], [{**got[0], "i": np.arange(3)[::-1].copy()}]
+    assert pr.output_cosine(*ints) == pytest.approx(0.75)   # an integer output (a shape, an argmax) is not compared
+    zero = [{"a": np.zeros((1, 2))}]
+    assert pr.output_cosine(zero, zero) == 1.0                  # both zero: identical
+    assert pr.output_sqnr(ref, ref) == float("inf")
+    assert pr.output_sqnr([{"a": np.array([2.0])}], [{"a": np.array([1.0])}]) == pytest.approx(10 * np.log10(4))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(n=st.integers(1, 300), threshold=st.integers(1, 301))
+def test_shortest_prefix_finds_the_threshold_of_a_monotone_test(n, threshold):
+    calls = []
+
+    def meets(k):
+        calls.append(k)
+        return k >= threshold
+
+    k, met = pr.shortest_prefix(n, meets)
+    assert met == (threshold <= n)
+    assert k == (threshold if threshold <= n else n)
+    assert len(calls) == len(set(calls)) <= 2 * int(np.ceil(np.log2(n + 1))) + 2
+
+
+def test_rank_puts_the_coarsest_rounding_first():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=1000)
+    classes = {1: ["fine"], 2: ["coarse"]}
+    params = {"fine": (float(np.abs(x).max() / 127), 0, -4.0, 4.0),
+              "coarse": (float(np.abs(x).max() / 8), 0, -4.0, 4.0)}   # 16 steps only
+    ranked = pr.rank(classes, params, {"fine": [x], "coarse": [x]})
+    assert [c.names for c in ranked] == [["coarse"], ["fine"]]
+    assert all(c.sqnr16 > c.sqnr8 for c in ranked)
