@@ -133,3 +133,19 @@ def test_a_token_id_past_the_table_is_an_error_not_a_value(quantized):
     feeds["ids"][0, 0] = VOCAB
     with pytest.raises(Exception, match=r"(?i)index|bound|range"):
         run(quantized.module, feeds)
+
+
+def test_a_mask_of_zeros_and_longer_sequences_give_sound_results(quantized):
+    """All-padding rows attend uniformly in float (every score is -3.4e38 + s) and in integers
+    (every masked score saturates at the same floor); sequences longer than any calibration one
+    run (the calibration ones were 3-11 tokens)."""
+    feeds = _padded_batch()
+    feeds["mask"][1] = 0                                   # one row all padding
+    long = {"ids": RNG.integers(0, VOCAB, size=(2, 40)).astype(np.int64), "mask": np.ones((2, 40), np.int64)}
+    for f in (feeds, long):
+        want = _float(_model(), f)
+        got = run(quantized.module, f)["y"]
+        assert np.all(np.isfinite(got))
+        a, b = want.reshape(-1, D), got.reshape(-1, D)
+        cosine = np.sum(a * b, 1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        assert cosine.min() > 0.98, cosine.min()

@@ -70,3 +70,20 @@ def test_vit_fp32_top1_is_the_recorded_figure(module, test_set, meta):
         correct += int((qr.run(module, {"input": x[i:i + 500]})["logits"].argmax(1) == labels[i:i + 500]).sum())
     assert correct == meta["fp32_test_correct"]
     assert correct / len(x) == pytest.approx(meta["fp32_test_top1"], abs=5e-5)
+
+
+def test_vit_tflite_is_bit_exact_with_litert_and_passes_the_spec_check(module, test_set, tmp_path):
+    """The quantized ViT (defaults: its int8 outputs meet the budget, nothing is promoted) as a
+    .tflite: every output and intermediate equals LiteRT's BUILTIN_REF on 50 test images, and
+    `quantir check` finds no violation."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.cli.main import main
+    from quantir.verify import verify_tflite
+    name = module.main.arg_attrs[0]["quantir.name"].value
+    train, _ = fm.load_fashion_mnist("train")
+    result = qr.quantize(MODEL, {name: fm.to_model_input(train[:200])}, qr.Config(progress=False))
+    path = result.save(tmp_path / "vit.tflite")
+    report = verify_tflite(path, {name: fm.to_model_input(test_set[0][:50])})
+    assert report.samples == 50 and len(report.intermediates) > 100
+    assert all(t.differing == 0 for t in report.outputs + report.intermediates), report
+    assert main(["check", str(path)]) == 0
