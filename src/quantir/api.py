@@ -172,7 +172,7 @@ class Result:
     def _promotion_dict(self) -> dict:
         p = self.promotion
         return {"budget": p.budget.describe(), "all_int8": p.before, "with_promotions": p.after, "met": p.met,
-                "refused": p.refused,
+                "refused": p.refused, "best_tried": p.best_tried,
                 "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
                 "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
                              for c in p.promoted]}
@@ -268,7 +268,9 @@ def _promotion_lines(m: dict) -> list[str]:
         why = (f"the kernels refuse the promotion ({m['refused']})" if m["refused"] else
                f"none of {m['candidates']} tensor classes can be int16")
         if not m["met"] and not m["refused"] and m["candidates"]:
-            why = f"no promotion of the {m['candidates']} tensor classes that can be int16 did better"
+            best = m.get("best_tried")
+            why = (f"promoting the {m['candidates']} tensor classes that can be int16 reached at best "
+                   f"{best:.5g}, under a quarter of the way" if best is not None else "nothing promoted")
         return [head + (" (met: nothing promoted)" if m["met"] else f" (missed: {why}; kept int8)")]
     n = sum(len(c["tensors"]) for c in m["promoted"])
     lines = [head + f"; {len(m['promoted'])} of {m['candidates']} tensor classes ({n} tensors) promoted to int16 "
