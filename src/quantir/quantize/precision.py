@@ -261,7 +261,7 @@ def promote(fn, statistics, config, params, budget: Budget, evaluate,
     if not met:   # missed: keep the best module measured, all-int8 included (promoting can also hurt)
         results[0] = (before, False)
         k = max(results, key=lambda j: (results[j][0], -j))
-        report.best_tried = max(v for j, (v, _) in results.items() if j)
+        report.best_tried = max((v for j, (v, _) in results.items() if j), default=None)   # None: all refused
         if budget.kind == "callback" or results[k][0] - before < WORTH * (budget.floor - before):
             k = 0   # int16 tensors that close little of the gap cost speed and size for nothing
     report.after, report.met = results[k][0], met
