@@ -34,6 +34,7 @@ from .quantize.lower import lower
 from .quantize.naming import integer_name
 from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate, is_integer_computation
+from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
 from .quantize.precision import Promotion, parse_budget, promote, score
 from .ir.names import output_names
 from .quantize.solver import ActParams, int16_classes, solve
@@ -283,7 +284,8 @@ def _promotion_lines(m: dict) -> list[str]:
 
 
 def _rewrite_doc(name: str) -> str:
-    return next((r.doc for r in EXPANSIONS if r.name == name), "")
+    rules = [*EXPANSIONS, ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK]
+    return next((r.doc for r in rules if r.name == name), "")
 
 
 def quantize(model: Any, calibration: Any, config: Config | None = None) -> Result:

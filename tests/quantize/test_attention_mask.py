@@ -149,3 +149,46 @@ def test_a_mask_of_zeros_and_longer_sequences_give_sound_results(quantized):
         a, b = want.reshape(-1, D), got.reshape(-1, D)
         cosine = np.sum(a * b, 1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         assert cosine.min() > 0.98, cosine.min()
+
+
+def _select_model(form: str):
+    """The same block with the mask written as exporters write it: ``masked_fill`` of the scores
+    (Where(Not(mask), -inf, scores)), ``where`` (Where(mask, scores, finfo.min)), or Hugging Face's
+    bias (Where(Cast(1 - mask, bool), finfo.min, 1 - mask) added to the scores)."""
+    m = _model()
+    g = m.graph
+    keep = [n for n in g.node if n.name not in ("mask_bias", "masked_add")]
+    extra = [numpy_helper.from_array(np.float32(-np.inf), "ninf")]
+    if form == "masked_fill":
+        tail = [N("Cast", ["mask"], ["mb"], to=TensorProto.BOOL), N("Unsqueeze", ["mb", "axes"], ["mb3"]),
+                N("Not", ["mb3"], ["pad"]), N("Where", ["pad", "ninf", "scores"], ["masked"], name="masked_add")]
+    elif form == "where":
+        tail = [N("Cast", ["mask"], ["mb"], to=TensorProto.BOOL), N("Unsqueeze", ["mb", "axes"], ["mb3"]),
+                N("Where", ["mb3", "scores", "big"], ["masked"], name="masked_add")]
+    else:
+        tail = [N("Cast", ["inv3"], ["pad"], to=TensorProto.BOOL),
+                N("Where", ["pad", "big", "inv3"], ["bias"], name="mask_bias"),
+                N("Add", ["scores", "bias"], ["masked"], name="masked_add")]
+    softmax = [n for n in keep if n.op_type == "Softmax"][0]
+    at = keep.index(softmax)
+    del g.node[:]
+    g.node.extend(keep[:at] + tail + keep[at:])
+    g.initializer.extend(extra)
+    return m
+
+
+@pytest.mark.parametrize("form, rule", [("masked_fill", "attention_mask_select"), ("where", "attention_mask_select"),
+                                        ("hf_bias", "attention_mask")])
+def test_masks_written_with_where_are_handled_too(form, rule):
+    model = _select_model(form)
+    feeds = _padded_batch()
+    want = _float(model, feeds)
+    r = qr.quantize(model, _calibration(), qr.Config(progress=False))
+    assert r.rewrites.hits[rule] == 1
+    got = run(r.module, feeds)["y"]
+    unmasked = _float(_model(big=0.0), feeds)
+    # on the real tokens, the integer output is far closer to the masked float output than the
+    # unmasked one is (int8 on a toy block calibrated on 48 random sequences: a few % error)
+    real = feeds["mask"].astype(bool)
+    err = np.abs(got - want)[real].mean()
+    assert err < 0.25 * np.abs(unmasked - want)[real].mean(), err

@@ -14,8 +14,8 @@ int16 output precision. So quantir:
    the bias can express it;
 2. gives the Add's output (``masked_range``) the range of the scores alone, extended down to
    ``hi - SATURATION`` at least, and the bias (``bias_range``) the range ``[-K, 0]`` with ``K``
-   past that output's span: any masked position lands at or below the bottom of the Add's range
-   and saturates there, in every runtime, while the attended scores keep a fine scale.
+   past that output's span by SATURATION: any masked position lands SATURATION below the bottom of
+   the scores' range (and saturates there in int8), while the attended scores keep a fine scale.
 
 A row of padding only (a mask of zeros) gets uniform attention over saturated scores, where the
 float model attends uniformly too; the pooling that follows weighs such rows by the mask.
@@ -41,7 +41,7 @@ _MOVEMENT = (nn.RESHAPE, nn.DYNAMIC_RESHAPE, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUE
 # ops a mask is made with: element-wise arithmetic, logic and casts of the mask input, moved
 # around; never a lookup or a contraction (token ids become activations through a Gather)
 _MASK_MAKING = {"cast", "add", "sub", "mul", "div", "neg", "where", "equal", "not", "less", "greater",
-                "less_or_equal", "greater_or_equal", "and", "or", "clip", "min", "max", "expand",
+                "less_or_equal", "greater_or_equal", "and", "or", "clip", "min", "max", "expand", "dynamic_expand",
                 "reshape", "dynamic_reshape", "transpose", "squeeze", "unsqueeze"}
 
 
@@ -57,9 +57,11 @@ def input_derived(v: Value, _seen: dict[int, bool] | None = None) -> bool:
     else:
         op = v.owner
         seen[id(v)] = False   # a cycle cannot occur in SSA; this only guards the recursion
+        name = op.opdef.name.split(".")[-1]
+        # a run-time shape operand (Expand's, Reshape's) is arithmetic on dims, not data
+        data = op.operands[:1] if name in ("dynamic_expand", "dynamic_reshape") else op.operands
         result = constant_array(v) is not None or (
-            op.opdef.name.split(".")[-1] in _MASK_MAKING and all(input_derived(o, seen) for o in op.operands
-                                                                 if o is not None))
+            name in _MASK_MAKING and all(input_derived(o, seen) for o in data if o is not None))
     seen[id(v)] = result
     return result
 
@@ -100,29 +102,78 @@ def _check_bound(m: Match) -> str | None:
 
 def _bound(rw, m: Match) -> list[Value]:
     op = m.ops["op"]
-    c = np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT).astype(np.float32)
-    attr = elements_attr(c)
-    const = rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
-    const.name_hint = f"{op.results[0].name_hint or 'mask'}.bounded"
+    const = _constant(rw, np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT),
+                      f"{op.results[0].name_hint or 'mask'}.bounded")
     operands = [const if o is m.values["c"] else o for o in op.operands]
-    new = nn.MUL.build(operands, [op.results[0].type])
+    new = op.opdef.build(operands, [op.results[0].type])
     new.label = op.label
     out = rw.insert(new).result
     out.name_hint = op.results[0].name_hint
     return [out]
 
 
+def _constant(rw, value, name: str) -> Value:
+    attr = elements_attr(np.asarray(value, np.float32))
+    const = rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
+    const.name_hint = name
+    return const
+
+
 def _huge(c: np.ndarray | None) -> bool:
     return c is not None and c.size > 0 and bool(np.any(np.abs(np.asarray(c, np.float64)) > MASK_LIMIT))
 
 
+# mask · C (the original BERT), or where(mask, C, x) (Hugging Face's masked_fill of the bias)
 _MUL_BY_CONST = Pat.alt(Pat.op(nn.MUL, Pat.any("x"), Pat.const("c", where=_huge), name="op"),
-                        Pat.op(nn.MUL, Pat.const("c", where=_huge), Pat.any("x"), name="op"))
+                        Pat.op(nn.MUL, Pat.const("c", where=_huge), Pat.any("x"), name="op"),
+                        Pat.op(nn.WHERE, Pat.any("w"), Pat.const("c", where=_huge), Pat.any("x"), name="op"),
+                        Pat.op(nn.WHERE, Pat.any("w"), Pat.any("x"), Pat.const("c", where=_huge), name="op"))
 
 BOUND_ATTENTION_MASK = Rule(
     "attention_mask", _MUL_BY_CONST, _bound, check=_check_bound,
     doc="mask · (huge constant) feeding Add -> Softmax: the constant becomes ±1e4 (same float32 "
         "result); the Add's output is given the scores' range and masked positions saturate")
+
+
+def _check_select(m: Match) -> str | None:
+    op = m.ops["op"]
+    cond, scores = m.values["w"], m.values["x"]
+    if not input_derived(cond) or input_derived(scores):
+        return "the condition is not made from the mask alone, or the kept branch is"
+    readers = _readers(op.results[0])
+    if not readers or any(r.opdef is not nn.SOFTMAX for r in readers):
+        return "the selection is not read by Softmax alone"
+    if getattr(scores.type, "shape", None) is None or getattr(cond.type, "shape", None) is None:
+        return "unranked operands"
+    return None
+
+
+def _additive(rw, m: Match) -> list[Value]:
+    """``where(c, scores, F)`` -> ``scores + where(c, 0, F')`` with F' = F bounded to ±1e4 (the
+    mask then takes the additive path above; the same float32 softmax)."""
+    op, cond, scores = m.ops["op"], m.values["w"], m.values["x"]
+    name = op.results[0].name_hint or "masked"
+    fill = _constant(rw, np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT), f"{name}.fill")
+    zero = _constant(rw, np.float32(0.0), f"{name}.keep")
+    branches = [zero, fill] if op.operands[1] is scores else [fill, zero]
+    bias_t = TensorType(tuple(cond.type.shape), scores.type.element_type)
+    bias = rw.insert(nn.WHERE.build([cond, *branches], [bias_t])).result
+    bias.name_hint = f"{name}.bias"
+    bias.owner.label = op.label
+    new = nn.ADD.build([scores, bias], [op.results[0].type])
+    new.label = op.label
+    out = rw.insert(new).result
+    out.name_hint = op.results[0].name_hint
+    return [out]
+
+
+_SELECT = Pat.alt(Pat.op(nn.WHERE, Pat.any("w"), Pat.any("x"), Pat.const("c", where=_huge), name="op"),
+                  Pat.op(nn.WHERE, Pat.any("w"), Pat.const("c", where=_huge), Pat.any("x"), name="op"))
+
+ADDITIVE_ATTENTION_MASK = Rule(
+    "attention_mask_select", _SELECT, _additive, check=_check_select,
+    doc="where(mask, scores, -inf/finfo.min) -> Softmax becomes scores + where(mask, 0, -1e4) (same "
+        "float32 softmax), an additive mask")
 
 
 # -- 2. the ranges -------------------------------------------------------------------------------
@@ -134,9 +185,11 @@ def masked_range(scores: tuple[float, float]) -> tuple[float, float]:
 
 
 def bias_range(spans: list[float]) -> tuple[float, float]:
-    """The bias's range: past the widest span of the masked Adds reading it, so a masked score
-    (at most the top of the range) plus the bias lands below the bottom."""
-    return -BIAS_MARGIN * max(spans), 0.0
+    """The bias's range: past the widest span of the masked Adds reading it and SATURATION more, so
+    a masked score (at most the top of the range) plus the bias lands SATURATION below the bottom:
+    below every row's maximum by that much even where the range does not saturate it (an int16
+    range is symmetric, its bottom can lie below the scores')."""
+    return -(BIAS_MARGIN * max(spans) + SATURATION), 0.0
 
 
 @dataclass
@@ -211,10 +264,12 @@ def mask_values(v: Value, _memo: dict[int, np.ndarray | None] | None = None) -> 
     else:
         op = v.owner
         name = op.opdef.name.split(".")[-1]
-        sets = [mask_values(o, memo) for o in op.operands if o is not None]
+        # data movement and broadcasting keep the values of operand 0 (the others are shapes)
+        moved = name in ("cast", "expand", "dynamic_expand") or op.opdef in _MOVEMENT
+        sets = [mask_values(o, memo) for o in (op.operands[:1] if moved else op.operands) if o is not None]
         if any(s is None or s.size > _MAX_VALUES for s in sets):
             out = None
-        elif name in ("cast", "expand") or op.opdef in _MOVEMENT:
+        elif moved:
             out = sets[0]
         elif name in _ELEMENTWISE:
             grids = np.meshgrid(*sets, indexing="ij")

@@ -14,7 +14,7 @@ import dataclasses
 
 from ..ir import Function
 from ..rewrite import Match, RewriteStats, Rule, apply_rules, match
-from .attention_mask import BOUND_ATTENTION_MASK
+from .attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
 from .config import Config
 from .ops import EXPANSIONS
 from .ops.normalization import LAYER_NORM_UNUSED
@@ -22,9 +22,10 @@ from .ops.normalization import LAYER_NORM_UNUSED
 
 def _rules(config: Config) -> list[Rule]:
     """The declared expansions, less the LayerNorm form ``config.layer_norm`` does not choose, and
-    the bound on attention-mask constants (``quantize.attention_mask``)."""
+    the attention-mask rewrites (``quantize.attention_mask``)."""
     unused = LAYER_NORM_UNUSED[config.layer_norm]
-    return [_respecting(r, config) for r in [*EXPANSIONS, BOUND_ATTENTION_MASK] if r.name not in unused]
+    rules = [*EXPANSIONS, ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK]
+    return [_respecting(r, config) for r in rules if r.name not in unused]
 
 
 def _respecting(rule: Rule, config: Config) -> Rule:
