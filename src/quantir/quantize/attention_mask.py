@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import BlockArgument, Operation, Value, elements_attr
-from ..ir.dialects import arith, nn
+from ..ir import BlockArgument, Operation, Value
+from ..ir.dialects import nn
 from ..rewrite import Match, Pat, Rule
 from ..types import FloatType, TensorType
 from .regions import Annotation, Region, constant_array
@@ -102,21 +102,14 @@ def _check_bound(m: Match) -> str | None:
 
 def _bound(rw, m: Match) -> list[Value]:
     op = m.ops["op"]
-    const = _constant(rw, np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT),
-                      f"{op.results[0].name_hint or 'mask'}.bounded")
+    const = rw.f32_constant(np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT),
+                            f"{op.results[0].name_hint or 'mask'}.bounded")
     operands = [const if o is m.values["c"] else o for o in op.operands]
     new = op.opdef.build(operands, [op.results[0].type])
     new.label = op.label
     out = rw.insert(new).result
     out.name_hint = op.results[0].name_hint
     return [out]
-
-
-def _constant(rw, value, name: str) -> Value:
-    attr = elements_attr(np.asarray(value, np.float32))
-    const = rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
-    const.name_hint = name
-    return const
 
 
 def _huge(c: np.ndarray | None) -> bool:
@@ -153,8 +146,8 @@ def _additive(rw, m: Match) -> list[Value]:
     mask then takes the additive path above; the same float32 softmax)."""
     op, cond, scores = m.ops["op"], m.values["w"], m.values["x"]
     name = op.results[0].name_hint or "masked"
-    fill = _constant(rw, np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT), f"{name}.fill")
-    zero = _constant(rw, np.float32(0.0), f"{name}.keep")
+    fill = rw.f32_constant(np.clip(np.asarray(m.consts["c"], np.float32), -MASK_LIMIT, MASK_LIMIT), f"{name}.fill")
+    zero = rw.f32_constant(0.0, f"{name}.keep")
     branches = [zero, fill] if op.operands[1] is scores else [fill, zero]
     bias_t = TensorType(tuple(cond.type.shape), scores.type.element_type)
     bias = rw.insert(nn.WHERE.build([cond, *branches], [bias_t])).result

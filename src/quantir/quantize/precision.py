@@ -24,6 +24,7 @@ missed.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -31,6 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import CalibrationError, QuantirError
+from .params import range_params
 
 
 
@@ -115,7 +117,7 @@ def output_sqnr(reference: Sequence[dict], got: Sequence[dict]) -> float:
     signal = sum(float(np.sum(np.asarray(r[k], np.float64) ** 2)) for r in reference for k in _float_outputs(r))
     noise = sum(float(np.sum((np.asarray(r[k], np.float64) - np.asarray(g[k], np.float64)) ** 2))
                 for r, g in zip(reference, got) for k in _float_outputs(r))
-    return float("inf") if noise == 0 else 10.0 * np.log10(max(signal, 1e-300) / noise)
+    return _db(signal, noise)
 
 
 def score(budget: Budget, reference: Sequence[dict], got: Sequence[dict]) -> tuple[float, bool]:
@@ -176,8 +178,7 @@ def rank(classes: dict[int, list[str]], params: dict[str, tuple[float, int, floa
             if name not in params:
                 continue
             scale, zp, lo, hi = params[name]
-            amax = max(abs(lo), abs(hi))
-            scale16 = float(np.float32(amax / 32767.0)) if amax > 0 else scale / 256.0
+            scale16 = range_params(lo, hi, 16)[0]   # the int16 scale the solver would give the same range
             for x in values.get(name, ()):
                 a, b = rounding_sqnr(x, scale, zp, 8)
                 c, d = rounding_sqnr(x, scale16, 0, 16)
@@ -190,14 +191,7 @@ def rank(classes: dict[int, list[str]], params: dict[str, tuple[float, int, floa
 def shortest_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
     """The smallest k in 1..n with ``meets(k)`` assuming it is monotone: doubling, then bisection.
     Returns (k, met); (n, False) when even n does not meet it."""
-    memo: dict[int, bool] = {}
-    probe = meets
-
-    def meets(k: int) -> bool:   # noqa: F811  (each prefix is measured once)
-        if k not in memo:
-            memo[k] = probe(k)
-        return memo[k]
-
+    meets = functools.cache(meets)   # each prefix is measured once
     k, last_fail = 1, 0
     while k < n and not meets(k):
         last_fail, k = k, min(2 * k, n)

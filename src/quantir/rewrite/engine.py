@@ -13,7 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..ir import Function, Module, Operation, Value
+import numpy as np
+
+from ..ir import Function, Module, Operation, Value, elements_attr
+from ..ir.dialects import arith
 from ..ir.opdef import Trait
 from .pattern import Match, Pat, match
 
@@ -30,6 +33,13 @@ class Rewriter:
         if op.loc is None:
             op.loc = self.anchor.loc
         return self.fn.body.insert_before(self.anchor, op)
+
+    def f32_constant(self, value, name: str | None = None) -> Value:
+        """A float32 constant (``arith.constant``) inserted before the anchor, named ``name``."""
+        attr = elements_attr(np.asarray(value, np.float32))
+        c = self.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
+        c.name_hint = name
+        return c
 
 
 RewriteFn = Callable[[Rewriter, Match], "Sequence[Value] | None"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Operation, Value, elements_attr
-from ...ir.dialects import arith, nn, qnn, quant
+from ...ir import Operation, Value
+from ...ir.dialects import nn, qnn, quant
 from ...rewrite import Match, Pat, Rewriter, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
@@ -332,10 +332,7 @@ def _expand_hard_sigmoid(rw: Rewriter, m: Match) -> list[Value]:
     label = op.label or y.name_hint or "hard_sigmoid"
 
     def constant(value: float, what: str) -> Value:
-        attr = elements_attr(np.array(value, np.float32))
-        c = rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
-        c.name_hint = f"{y.name_hint}.{what}"
-        return c
+        return rw.f32_constant(value, f"{y.name_hint}.{what}")
 
     def insert(opdef, operands, what: str, **attrs) -> Value:
         new = opdef.build(operands, [y.type], **attrs)

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Operation, Value, elements_attr
-from ...ir.dialects import arith, nn, qnn
+from ...ir import Operation, Value
+from ...ir.dialects import nn, qnn
 from ...rewrite import Match, Pat, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
+from ...numerics import quantize_tflite
 from ...types import FloatType, IntegerType, TensorType, UniformQuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
@@ -254,24 +255,19 @@ NEWTON_STEPS = 2
 _NEWTON_MARGIN = 1.5    # how far past its value a refined quantity's range reaches (the table's error)
 
 
-def _wide(lw: Lowerer, like: Value, amax: float) -> TensorType:
-    """An int16 symmetric type for ``[-amax, amax]`` shaped like ``like``."""
+def _wide(shape, amax: float) -> TensorType:
+    """An int16 symmetric type for ``[-amax, amax]`` of ``shape``."""
     scale = float(np.float32(max(amax, 1e-30) / 32767.0))
-    return TensorType(like.type.shape, UniformQuantizedType(storage_type=IntegerType(16), expressed_type=F32,
+    return TensorType(shape, UniformQuantizedType(storage_type=IntegerType(16), expressed_type=F32,
                                                             scale=scale, zero_point=0))
 
 
 def _wide_constant(lw: Lowerer, value: float, name: str) -> Value:
-    t = _wide(lw, _Shaped(()), abs(value))
-    scale = t.element_type.scale
-    c = lw.stored_constant(np.array(np.round(value / scale), np.int16), IntegerType(16), t)
+    t = _wide((), abs(value))
+    ints = quantize_tflite(np.float32(value), np.float32(t.element_type.scale), 0, -32768, 32767)
+    c = lw.stored_constant(ints, IntegerType(16), t)
     c.name_hint = name
     return c
-
-
-class _Shaped:
-    def __init__(self, shape):
-        self.type = TensorType(shape, F32)
 
 
 def lower_rsqrt(lw: Lowerer, r: Region) -> Value:
@@ -290,13 +286,14 @@ def lower_rsqrt(lw: Lowerer, r: Region) -> Value:
         out.name_hint = f"{base}.{what}"
         return out
     for step in range(NEWTON_STEPS):
-        b = mul(v, y, _wide(lw, y, float(np.sqrt(v_hi)) * _NEWTON_MARGIN), f"newton{step}.vy")    # ~ sqrt(v)
-        t = mul(b, y, _wide(lw, y, _NEWTON_MARGIN ** 2), f"newton{step}.vyy")                     # ~ 1
-        h = mul(t, half, _wide(lw, y, _NEWTON_MARGIN ** 2 / 2), f"newton{step}.half_vyy")
-        u = lw.emit(qnn.SUB.build([three_halves, h], [_wide(lw, y, 1.5)], activation="NONE"),
+        shape = y.type.shape
+        b = mul(v, y, _wide(shape, float(np.sqrt(v_hi)) * _NEWTON_MARGIN), f"newton{step}.vy")    # ~ sqrt(v)
+        t = mul(b, y, _wide(shape, _NEWTON_MARGIN ** 2), f"newton{step}.vyy")                     # ~ 1
+        h = mul(t, half, _wide(shape, _NEWTON_MARGIN ** 2 / 2), f"newton{step}.half_vyy")
+        u = lw.emit(qnn.SUB.build([three_halves, h], [_wide(shape, 1.5)], activation="NONE"),
                     r.match.ops["op"]).result
         u.name_hint = f"{base}.newton{step}.factor"
-        y = mul(y, u, out_t if step == NEWTON_STEPS - 1 else _wide(lw, y, y_hi), f"newton{step}")
+        y = mul(y, u, out_t if step == NEWTON_STEPS - 1 else _wide(shape, y_hi), f"newton{step}")
     return y
 
 
@@ -385,10 +382,7 @@ class _Builder:
         self.label = anchor.label or self.name
 
     def constant(self, value, what: str) -> Value:
-        attr = elements_attr(np.asarray(value, np.float32))
-        c = self.rw.insert(arith.CONSTANT.build([], [attr.type], value=attr)).result
-        c.name_hint = f"{self.name}.{what}"
-        return c
+        return self.rw.f32_constant(value, f"{self.name}.{what}")
 
     def op(self, opdef, operands, like: Value, what: str, **attrs) -> Value:
         new = opdef.build(operands, [like.type], **attrs)

@@ -32,7 +32,7 @@ from quantir.runtime.qkernels._common import KernelParams, QKernelError, check_q
 
 __all__ = ["LUT16_SIZE", "INT16_VALUES", "populate_lut16", "lut16_values", "lut16_lookup", "sigmoid_table_uint16",
            "checked_log2", "check_int16_zero_point", "wrap_int16", "Int16ActivationParams", "prepare_sigmoid_family",
-           "scaled_sigmoid_input"]
+           "scaled_sigmoid_input", "sigmoid_table_interpolated"]
 
 LUT16_SIZE = 513
 INT16_VALUES = np.arange(-32768, 32768, dtype=np.int64)
@@ -181,6 +181,17 @@ def prepare_sigmoid_family(op: str, input_scale: float, input_zero_point: int, o
         shift += 1
         multiplier *= 2.0
     return Int16ActivationParams(int(multiplier), shift)
+
+
+def sigmoid_table_interpolated(d: np.ndarray, frac_bits: int, saturated: int) -> np.ndarray:
+    """The sigmoid table at ``|d|``, linearly interpolated with ``frac_bits`` bits between entries
+    (entry ``u = |d| >> frac_bits``), ``saturated`` past the last one: LOGISTIC's (9 bits) and
+    TANH's (8 bits) common first step, before each rounds and mirrors it its own way."""
+    a = np.abs(d)
+    u = np.minimum(a >> frac_bits, 254)
+    table = sigmoid_table_uint16()
+    lo, hi = table[u], table[u + 1]
+    return np.where((a >> frac_bits) >= 255, saturated, (lo << frac_bits) + (a & ((1 << frac_bits) - 1)) * (hi - lo))
 
 
 def scaled_sigmoid_input(input_multiplier: int, input_left_shift: int) -> np.ndarray:

@@ -46,9 +46,9 @@ from quantir.runtime.qkernels._common import (
     clamp_range,
     pair_table_lookup,
 )
+from quantir.runtime.qkernels._lut16 import checked_log2
 
-__all__ = ["AddParams", "AddPotParams", "prepare_add", "add", "rescale_input", "quantize_smaller_than_one",
-           "checked_log2"]
+__all__ = ["AddParams", "AddPotParams", "prepare_add", "add", "rescale_input", "quantize_smaller_than_one"]
 
 LEFT_SHIFT = 20  # int8 / uint8 headroom
 LEFT_SHIFT_INT16 = 15  # general-scale int16: (2**16)·2**15 still fits the int32 sum
@@ -76,14 +76,6 @@ class AddPotParams(KernelParams):
     pot_input2_shift: int
     act_min: int
     act_max: int
-
-
-def checked_log2(scale: float) -> tuple[bool, int]:
-    """LiteRT's ``CheckedLog2`` in float32: (is the scale a power of two within 1e-3 in log2, rounded log2)."""
-    x = np.float32(scale)
-    log2 = np.float32(np.log(x)) * np.float32(1.0 / np.float32(np.log(np.float32(2.0))))
-    rounded = np.float32(np.round(log2))   # std::round: ties away from zero; a tie is not a POT anyway
-    return bool(abs(np.float32(log2 - rounded)) < np.float32(1e-3)), int(rounded)
 
 
 def quantize_smaller_than_one(m: float, op: str, what: str) -> tuple[int, int]:

@@ -25,7 +25,7 @@ import numpy as np
 from quantir.runtime.qkernels._common import QKernelError
 from quantir.runtime.qkernels._lut import expf, lookup, populate_lut
 from quantir.runtime.qkernels._lut16 import (lut16_lookup, prepare_sigmoid_family, scaled_sigmoid_input,
-                                             sigmoid_table_uint16)
+                                             sigmoid_table_interpolated)
 
 __all__ = ["prepare_logistic", "logistic"]
 
@@ -67,10 +67,6 @@ def logistic(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
 def _logistic_int16_values(input_multiplier: int, input_left_shift: int) -> np.ndarray:
     """The int16 LOGISTIC of every int16 value, in order -32768..32767."""
     d = scaled_sigmoid_input(input_multiplier, input_left_shift)
-    a = np.abs(d)
-    u = np.minimum(a >> 9, 254)
-    table = sigmoid_table_uint16()
-    lo, hi = table[u], table[u + 1]
-    r = np.where((a >> 9) >= 255, 0x7FFF << 10, (lo << 9) + (a & 0x1FF) * (hi - lo))
+    r = sigmoid_table_interpolated(d, 9, 0x7FFF << 10)
     r = np.where(d >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1)
     return (r >> 10).astype(np.int16)

@@ -22,7 +22,7 @@ import numpy as np
 
 from quantir.runtime.qkernels._lut import lookup, populate_lut, tanhf
 from quantir.runtime.qkernels._lut16 import (lut16_lookup, prepare_sigmoid_family, scaled_sigmoid_input,
-                                             sigmoid_table_uint16)
+                                             sigmoid_table_interpolated)
 
 __all__ = ["prepare_tanh", "tanh"]
 
@@ -49,10 +49,6 @@ def tanh(x: np.ndarray, *, table: np.ndarray) -> np.ndarray:
 def _tanh_int16_values(input_multiplier: int, input_left_shift: int) -> np.ndarray:
     """The int16 TANH of every int16 value, in order -32768..32767."""
     d = scaled_sigmoid_input(input_multiplier, input_left_shift)
-    a = np.abs(d)
-    u = np.minimum(a >> 8, 254)
-    table = sigmoid_table_uint16()
-    lo, hi = table[u], table[u + 1]
-    r = np.where((a >> 8) >= 255, 0xFFFF << 8, (lo << 8) + (a & 0xFF) * (hi - lo))
+    r = sigmoid_table_interpolated(d, 8, 0xFFFF << 8)
     r = np.where(d >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1)
     return (r >> 8).astype(np.int16)
