@@ -34,6 +34,10 @@ Example — a per-channel int8 convolution:
 ...           **p.as_kwargs())[0, :, 1, 1]
 array([-3, -3], dtype=int8)
 
+Dynamic-range ("hybrid") kernels — float32 activations quantized at run time, int8 weights,
+float32 output — are :mod:`~quantir.runtime.qkernels.hybrid` (FULLY_CONNECTED, BATCH_MATMUL,
+EMBEDDING_LOOKUP) and :mod:`~quantir.runtime.qkernels.hybrid_conv` (CONV_2D, DEPTHWISE_CONV_2D).
+
 The ops that need no arithmetic on values (reshape, transpose, slice, gather, concat
 with shared parameters, ...) need no kernel beyond numpy data movement on raw q.
 """
@@ -76,6 +80,9 @@ from quantir.runtime.qkernels.shape import shape
 from quantir.runtime.qkernels.gelu import gelu, prepare_gelu
 from quantir.runtime.qkernels.log_softmax import (LogSoftmaxLutParams, LogSoftmaxParams, log_softmax,
                                                   log_softmax_lut, prepare_log_softmax)
+from quantir.runtime.qkernels.hybrid import (asymmetric_quantize_rows, batch_matmul_hybrid, embedding_lookup_hybrid,
+                                             fully_connected_hybrid, symmetric_quantize_rows)
+from quantir.runtime.qkernels.hybrid_conv import conv2d_hybrid, depthwise_conv2d_hybrid
 
 __all__ = [
     "QKernelError", "AccumulatorOverflowError", "KernelParams", "activation_range", "tflite_pads", "output_size",
@@ -101,4 +108,6 @@ __all__ = [
     "log_softmax_lut", "RsqrtParams", "prepare_rsqrt", "rsqrt",
     "BatchMatMulParams", "prepare_batch_matmul", "batch_matmul",
     "SoftmaxInt16Params",
+    "symmetric_quantize_rows", "asymmetric_quantize_rows", "fully_connected_hybrid", "batch_matmul_hybrid",
+    "conv2d_hybrid", "depthwise_conv2d_hybrid", "embedding_lookup_hybrid",
 ]
