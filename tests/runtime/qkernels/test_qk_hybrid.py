@@ -93,6 +93,39 @@ def test_fully_connected_hybrid_real_size(asym):
     assert_same("FULLY_CONNECTED hybrid", got, _fc_litert(x, w, ws, bias, "none", asym, False))
 
 
+@pytest.mark.parametrize("k", [2072, 2088, 4109])
+def test_asymmetric_row_sums_wrap_like_litert(k):
+    # Weights of one sign past K = 2064 overflow the int16 lanes of LiteRT's x86 row sums
+    # (k = 2072: only the SSE 4.1 block of 8 makes a lane wrap).
+    rng = np.random.default_rng(k)
+    x = (np.float32(1) + rng.random((2, k), dtype=np.float32) / 100).astype(np.float32)
+    w = np.full((4, k), 127, np.int8)
+    w[1], w[2, ::3] = -127, 90
+    ws = np.array([0.01], np.float32)
+    assert not np.array_equal(qk.weight_row_sums(w), w.sum(axis=1))
+    got = qk.fully_connected_hybrid(x, w, ws, asymmetric_quantize_inputs=True)
+    assert_same("FULLY_CONNECTED hybrid", got, _fc_litert(x, w, ws, None, "none", True, False))
+    wt = np.ascontiguousarray(w.T)
+    got = qk.batch_matmul_hybrid(x, wt, ws, asymmetric_quantize_inputs=True)
+    (expected,) = run_op(OP.BATCH_MATMUL, [T(x.shape, np.float32), T(wt.shape, scale=ws, data=wt)],
+                         [T(got.shape, np.float32)], [x], BatchMatMulOptions(asymmetric_quantize_inputs=True))
+    assert_same("BATCH_MATMUL hybrid", got, expected)
+
+
+def test_weights_of_int8_min_are_refused_where_litert_is_wrong():
+    rng = np.random.default_rng(1)
+    x = -np.abs(rng.standard_normal((2, 32)).astype(np.float32))
+    w = np.full((3, 32), -128, np.int8)
+    with pytest.raises(qk.QKernelError, match=r"\[-127, 127\]"):
+        qk.fully_connected_hybrid(x, w, [0.01])
+    # LiteRT's sum has the wrong sign: every product q·(-128) with q < 0 comes out negative
+    (litert,) = run_op(OP.FULLY_CONNECTED, [T(x.shape, np.float32), T(w.shape, scale=0.01, data=w), None],
+                       [T((2, 3), np.float32)], [x], FullyConnectedOptions())
+    assert np.all(litert < 0)
+    with pytest.raises(qk.QKernelError, match=r"\[-127, 127\]"):
+        qk.conv2d_hybrid(np.ones((1, 2, 3, 3), np.float32), np.full((3, 2, 1, 1), -128, np.int8), [0.1])
+
+
 def test_symmetric_rows_zero_row_gets_scale_one():
     q, s = qk.symmetric_quantize_rows(np.array([[0, 0, 0], [-2.54, 1.27, 0]], np.float32))
     assert s.tolist() == [1.0, np.float32(2.54) / np.float32(127)]

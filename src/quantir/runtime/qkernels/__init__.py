@@ -81,7 +81,7 @@ from quantir.runtime.qkernels.gelu import gelu, prepare_gelu
 from quantir.runtime.qkernels.log_softmax import (LogSoftmaxLutParams, LogSoftmaxParams, log_softmax,
                                                   log_softmax_lut, prepare_log_softmax)
 from quantir.runtime.qkernels.hybrid import (asymmetric_quantize_rows, batch_matmul_hybrid, embedding_lookup_hybrid,
-                                             fully_connected_hybrid, symmetric_quantize_rows)
+                                             fully_connected_hybrid, symmetric_quantize_rows, weight_row_sums)
 from quantir.runtime.qkernels.hybrid_conv import conv2d_hybrid, depthwise_conv2d_hybrid
 
 __all__ = [
@@ -109,5 +109,5 @@ __all__ = [
     "BatchMatMulParams", "prepare_batch_matmul", "batch_matmul",
     "SoftmaxInt16Params",
     "symmetric_quantize_rows", "asymmetric_quantize_rows", "fully_connected_hybrid", "batch_matmul_hybrid",
-    "conv2d_hybrid", "depthwise_conv2d_hybrid", "embedding_lookup_hybrid",
+    "conv2d_hybrid", "depthwise_conv2d_hybrid", "embedding_lookup_hybrid", "weight_row_sums",
 ]

@@ -21,7 +21,10 @@ Run-time input quantization (``tensor_utils``, the portable forms every LiteRT C
   range is empty (all zeros) gets ``q = 0``, scale ``1``, zero point ``0``.
 
 The integer dot products are exact (int32 in LiteRT; here exact float64 or int64 BLAS), and the
-zero point enters as ``acc - zp · Σ_k w[c, k]`` (the weights' row sums), as LiteRT does it.
+zero point enters as ``acc - zp · rowsum[c]``, the weights' row sums taken as LiteRT's x86 build
+takes them (:func:`weight_row_sums`: int16 lanes that wrap for K > 2064 with one-sign weights).
+FULLY_CONNECTED refuses weights of -128, which LiteRT's x86 dot product mishandles
+(:func:`check_no_int8_min`).
 
 FULLY_CONNECTED (``EvalHybridDense`` -> ``MatrixBatchVectorMultiplyAccumulate``):
 per-tensor weights fold their scale into the row's factor first, ``s[b] = f32(s_in[b] · s_w)``;
@@ -38,8 +41,8 @@ import numpy as np
 from quantir.numerics import round_half_away
 from quantir.runtime.qkernels._common import QKernelError
 
-__all__ = ["symmetric_quantize_rows", "asymmetric_quantize_rows", "float_activation", "fully_connected_hybrid",
-           "batch_matmul_hybrid", "embedding_lookup_hybrid"]
+__all__ = ["symmetric_quantize_rows", "asymmetric_quantize_rows", "float_activation", "weight_row_sums",
+           "check_no_int8_min", "fully_connected_hybrid", "batch_matmul_hybrid", "embedding_lookup_hybrid"]
 
 _F32 = np.float32
 FLOAT_ACTIVATIONS = ("none", "relu", "relu6", "relu_n1_to_1")
@@ -133,6 +136,19 @@ def _check_weight(weight: Any, ndim: int, op: str) -> np.ndarray:
     return w
 
 
+def check_no_int8_min(w: np.ndarray, op: str) -> None:
+    """Refuse weights of -128 where LiteRT's x86 dot product gets them wrong.
+
+    ``SseMatrixBatchVectorMultiplyAccumulate`` multiplies with ``_mm_sign_epi8``, whose negation
+    of -128 wraps to -128: a -128 weight times a negative input adds ``-|q|·128`` instead of
+    ``+|q|·128`` (measured against ``BUILTIN_REF``). Symmetric int8 weights lie in [-127, 127].
+    """
+    if np.any(w == -128):
+        raise QKernelError(f"{op}: int8 weights must lie in [-127, 127] (symmetric): LiteRT's x86 hybrid dot "
+                           "product negates -128 to -128 and returns wrong sums. Requantize the weights with "
+                           "narrow range")
+
+
 def _float_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
     if bias is None:
         return None
@@ -140,6 +156,26 @@ def _float_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
     if b.dtype != np.float32 or b.size != channels:
         raise QKernelError(f"{op}: a hybrid bias is {channels} float32 values, found {b.size} of dtype {b.dtype}")
     return b.reshape(-1)
+
+
+def weight_row_sums(w: np.ndarray) -> np.ndarray:
+    """``Σ_k w[..., c, k]`` as LiteRT's x86 build computes it (``SseReductionSumVector``), int64.
+
+    Each block of 16 weights adds its 8 pair sums into 8 **int16** lanes (``_mm_maddubs_epi16``,
+    ``_mm_add_epi16``: wrapping), a remaining block of 8 adds one weight per lane (SSE 4.1), the
+    lanes are then summed in int32 and the last ``K mod 8`` weights added one by one. A lane
+    wraps once it passes ±32767, which takes K > 2064 with weights of one sign: only then does
+    this differ from the true sum (measured against ``BUILTIN_REF``).
+    """
+    k = w.shape[-1]
+    n16 = k // 16 * 16
+    lanes = w[..., :n16].astype(np.int64).reshape(*w.shape[:-1], -1, 8, 2).sum(axis=(-3, -1))
+    tail = n16
+    if k - n16 >= 8:
+        lanes = lanes + w[..., n16:n16 + 8].astype(np.int64)
+        tail = n16 + 8
+    lanes = (lanes + 32768) % 65536 - 32768
+    return lanes.sum(axis=-1) + w[..., tail:].astype(np.int64).sum(axis=-1)
 
 
 def int_matmul(q: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -164,6 +200,7 @@ def fully_connected_hybrid(x: np.ndarray, weight: np.ndarray, weight_scales: Any
     c_out, k = w.shape
     if k == 0 or x.size % k or (keep_num_dims and x.shape[-1] != k):
         raise QKernelError(f"{op}: input of shape {x.shape} does not split into rows of K={k}")
+    check_no_int8_min(w, op)
     ws = _weight_scales(weight_scales, c_out, op)
     b = _float_bias(bias, c_out, op)
     rows = x.reshape(-1, k)
@@ -177,7 +214,7 @@ def fully_connected_hybrid(x: np.ndarray, weight: np.ndarray, weight_scales: Any
         (q, s_in), zp = symmetric_quantize_rows(rows), None
     acc = int_matmul(q, w)
     if zp is not None:
-        acc -= zp.astype(np.int64)[:, None] * w.sum(axis=1, dtype=np.int64)[None, :]
+        acc -= zp.astype(np.int64)[:, None] * weight_row_sums(w)[None, :]
     if ws.size == 1:
         scale = (s_in * ws[0]).astype(_F32)[:, None]
     else:
@@ -242,7 +279,7 @@ def batch_matmul_hybrid(lhs: np.ndarray, rhs: np.ndarray, rhs_scales: Any, *, ad
         s_in = (s_in * sw[0]).astype(_F32)
     q5 = q.reshape(*in5, m, k)
     w5_all = ws.reshape(*w5, n, k)
-    row_sums = w5_all.sum(axis=-1, dtype=np.int64).reshape(-1)
+    row_sums = weight_row_sums(w5_all).reshape(-1)
     n_summed = w5[1] * w5[2] * n        # LiteRT sums the rows of dims 1..2 only
     out = np.empty((*bdims, m, n), _F32)
     for b0 in range(bdims[0]):

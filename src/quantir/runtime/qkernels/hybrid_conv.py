@@ -8,7 +8,9 @@ CONV_2D, per-tensor weights — one scale, or several that are all equal, and on
 ``EvalHybrid`` path, which has a single implementation for every kernel type, so ``BUILTIN_REF``
 runs ``optimized_ops::HybridConv`` (im2col + ``MatrixBatchVectorMultiplyAccumulate``). The image
 is quantized **symmetrically** (:func:`~quantir.runtime.qkernels.hybrid.symmetric_quantize_rows`),
-``s[b] = f32(s_in[b] · s_w)``, padding contributes ``q = 0``, and::
+``s[b] = f32(s_in[b] · s_w)``, padding contributes ``q = 0``, and (int8 weights of -128 are
+refused when ``C_out`` is not a multiple of 4, see
+:func:`~quantir.runtime.qkernels.hybrid.check_no_int8_min`)::
 
     out = clamp(f32(f32(f32(acc) · s[b]) + bias[c]))
 
@@ -49,6 +51,7 @@ from quantir.runtime.qkernels.hybrid import (
     _rows,
     _weight_scales,
     asymmetric_quantize_rows,
+    check_no_int8_min,
     float_activation,
     symmetric_quantize_rows,
 )
@@ -112,6 +115,8 @@ def conv2d_hybrid(x: np.ndarray, weight: np.ndarray, weight_scales: Any, bias: n
     if groups != 1 and sw.size == 1 and c_out > 1:
         raise QKernelError(f"{op}: a grouped hybrid convolution reads one weight scale per output channel in "
                            f"LiteRT; give {c_out} scales")
+    if per_tensor and c_out % 4:   # else ruy's GEMM, which is exact
+        check_no_int8_min(w, op)
     q, s_in, zp = _quantize_images(x, symmetric=per_tensor)
     acc = _conv_acc(_centered(q, zp), w, groups, pads, strides, dilations, out).astype(_F32)
     if per_tensor:
