@@ -83,7 +83,7 @@ def test_the_mask_bias_is_bounded_and_reported(quantized):
 def test_padding_stays_masked_in_the_interpreter_and_in_onnx_runtime(quantized, tmp_path):
     """Each check compares the integer model with itself on inputs that differ only in their padding,
     so it holds whatever the int8 error against float (which the ranges of 48 calibration sequences
-    set: the 2-token row of this batch averages two value vectors and reaches past them)."""
+    set: a short row averages few value vectors and can reach past them, as rows 2 and 3 do here)."""
     feeds = _padded_batch()
     ids, mask = feeds["ids"], feeds["mask"]
     dcast = quantized.module.main.ops[-1].operands[0].owner   # the return reads y's dequantization
