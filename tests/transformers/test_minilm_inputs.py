@@ -8,7 +8,9 @@ and ``activations="int16"``. The default budget search takes 50-120 s here on th
 slow for a unit test) and promotes 152 of 196 tensor classes to int16 anyway; with ``budget=None``
 alone the model is all int8, at cosine ~0.72 of fp32 on ordinary sentences, where no comparison
 with fp32 could tell a bad-input failure from the ordinary error. All int16 is the budget's limit
-(cosine 0.998 on ordinary sentences) and takes a few seconds."""
+(cosine 0.998 on ordinary sentences) and takes a few seconds. Measured once with the default Config
+(165 s): cosine 0.996 on ordinary sentences, the same exact zeros and errors as here, and the same
+long-sequence loss (0.978/0.958 at 128 tokens, 0.949/0.906 at 256)."""
 from __future__ import annotations
 
 import numpy as np
