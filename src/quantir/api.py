@@ -29,6 +29,7 @@ from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
 from .quantize.config import Config
 from .quantize.data import as_dataset
 from .quantize.expand import expand, would_expand
+from .quantize import outliers as _outliers
 from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.naming import integer_name
@@ -105,6 +106,8 @@ class Result:
     rewrites: RewriteStats = field(default_factory=RewriteStats)
     # automatic mixed precision (Config.budget): what was measured and promoted, or None
     promotion: Promotion | None = None
+    # the LayerNorm outlier passes (Config.outliers, quantize.outliers): what each rewrote, what it left and why
+    outliers: _outliers.OutlierStats = field(default_factory=_outliers.OutlierStats)
 
     # -- inspection -----------------------------------------------------------------------------
     def cast_counts(self) -> tuple[int, int]:
@@ -154,6 +157,7 @@ class Result:
             "per_channel": self.config.per_channel,
             "quantized": dict(self.quantized_ops()),
             "rewritten": self.rewritten(),
+            "outliers": self.outliers.as_dict(),
             "not_rewritten": {rule: reason for (rule, _), reason in self.rewrites.refused.items()},
             "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": self._left_float_reason(op, why)}
                            for op, why in self.annotation.float_ops if not is_integer_computation(op)],
@@ -193,6 +197,7 @@ class Result:
         if s["rewritten"]:
             lines.append("rewritten before calibration (each interior value observed):")
             lines += [f"  {n:<14} {k} ({_rewrite_doc(k)})" for k, n in sorted(s["rewritten"].items())]
+        lines += _outliers.summary_lines(self.outliers)
         if s["integer_ops"]:
             kinds = Counter(f["kind"] for f in s["integer_ops"])
             lines.append(f"integer shape ops kept as they are: {len(s['integer_ops'])} ("
@@ -299,18 +304,21 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     config = config or Config()
     module = load(model)
     fn = module.main
-    if module is model and would_expand(fn, config):   # the caller's Module is theirs: rewrite a copy
+    # the caller's Module is theirs: rewrite a copy
+    if module is model and (would_expand(fn, config) or (config.outliers and _outliers.has_sites(fn))):
         module = clone_module(module)
         fn = module.main
     ensure_names(fn)
     rewrites = expand(fn, config)
     if rewrites.modified:   # ops with no LiteRT builtin, as ops that have one (quantize.expand)
         ensure_names(fn)
+    dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
+    # LayerNorm outliers into the matmul weights (quantize.outliers); the dataset it returns still holds every sample
+    outlier_stats, dataset = _outliers.run(fn, dataset, config, make_engine)
     annotation = annotate(fn, config)
     if not annotation.regions:
         reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])
         raise QuantirError(f"nothing to quantize in this model ({reasons})")
-    dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
     statistics = calibrate(fn, annotation, dataset, config, make_engine)
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
@@ -327,7 +335,7 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
                   warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites,
-                  promotion=promotion)
+                  promotion=promotion, outliers=outlier_stats)
 
 
 def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget):

@@ -16,6 +16,7 @@ LayerNormForm = Literal["rsqrt", "l2"]
 Target = Literal["litert", "onnxruntime"]
 Activations = Literal["int8", "int16"]
 TARGETS = ("litert", "onnxruntime")
+OUTLIER_PASSES = ("fold_layer_norm", "smooth_layer_norm")   # quantize.outliers.PASSES
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,11 @@ class Config:
     and are unchanged), an SQNR floor (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
     bool``, or None / ``"off"``. It applies to ``activations="int8"`` without ``int16`` names.
 
+    ``outliers``: the passes that move LayerNorm outlier channels from an activation into the weights
+    of the matmuls reading it, before calibration (``quantize.outliers``): ``"fold_layer_norm"`` (γ/β
+    into the matmuls) and ``"smooth_layer_norm"`` (SmoothQuant scaling, α per LayerNorm). They apply
+    only where every reader of the LayerNorm is such a matmul (pre-LN blocks); None or () turns them off.
+
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
@@ -92,6 +98,7 @@ class Config:
     activations: Activations = "int8"         # int8 | int16 (16x8: int16 activations, int8 weights; see above)
     int16: tuple[str, ...] = ()               # tensor names whose same-scale classes are int16 (mixed precision)
     budget: Any = 0.995                       # output floor for mixed precision: cosine | "25dB" | callback | None
+    outliers: tuple[str, ...] | None = OUTLIER_PASSES   # LayerNorm outlier passes (quantize.outliers; see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -121,6 +128,14 @@ class Config:
         if not all(isinstance(n, str) for n in self.int16):
             raise CalibrationError(f"int16 must be tensor names (strings), got {self.int16!r}")
         parse_budget(self.budget)   # a budget it cannot read is an error now, not after calibration
+        if isinstance(self.outliers, str):
+            object.__setattr__(self, "outliers", (self.outliers,))
+        if self.outliers is not None:
+            object.__setattr__(self, "outliers", tuple(self.outliers))
+            unknown = [p for p in self.outliers if p not in OUTLIER_PASSES]
+            if unknown:
+                raise ValueError(f"outliers: unknown pass(es) {unknown}; the passes are {list(OUTLIER_PASSES)} "
+                                 f"(None or () turns them off)")
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 
