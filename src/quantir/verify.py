@@ -229,7 +229,8 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
                 d = compare_tensors(mine, theirs[i], sub.tensors[i].name, i, i in out_set)
                 prev = acc.get(i)
                 if prev is not None:
-                    d = TensorDiff(d.name, i, (prev.shape[0] + d.shape[0],) + d.shape[1:],
+                    shape = (prev.shape[0] + d.shape[0],) + d.shape[1:] if d.shape else d.shape   # (a scalar: a size)
+                    d = TensorDiff(d.name, i, shape,
                                    prev.differing + d.differing, max(prev.max_abs_diff, d.max_abs_diff), d.is_output)
                 acc[i] = d
     outputs = [acc[i] for i in sub.outputs if i in acc]

@@ -76,6 +76,7 @@ class BuiltinOperator(IntEnum):
     PACK = 83
     REDUCE_MIN = 89
     SQUARE = 92
+    RANGE = 96
     RESIZE_NEAREST_NEIGHBOR = 97
     LEAKY_RELU = 98
     SQUARED_DIFFERENCE = 99

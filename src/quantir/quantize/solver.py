@@ -375,7 +375,10 @@ def _refuse_calibrated(annotation: Annotation, solver: _Solver) -> bool:
     refused = False
     for region in list(annotation.regions):
         check = region.pattern.op.calibrated_check
-        reason = check(region, [solver.class_range(v) for v in region.inputs]) if check is not None else None
+        if check is None:
+            continue
+        output = solver.value_range(region.output) if region.pattern.op.output_quantized else None
+        reason = check(region, [solver.class_range(v) for v in region.inputs], output)
         if reason is not None:
             annotation.demote(region, reason)
             refused = True

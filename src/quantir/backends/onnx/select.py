@@ -1,4 +1,5 @@
-"""The selection ops in ONNX: MAXIMUM, MINIMUM, ARG_MAX, SHAPE and the comparisons.
+"""The selection ops in ONNX: MAXIMUM, MINIMUM, ARG_MAX, SHAPE and the comparisons, and the CAST of
+integers into int8.
 
 Each is its float ONNX op on the dequantized inputs; the QOperator export inherits these rather
 than running the ops on the int8 tensors:
@@ -11,6 +12,8 @@ equal, less, ...       Equal, Less, LessOrEqual, Greater, GreaterOrEqual; not_eq
                        a bool result, no QuantizeLinear
 arg_max                ArgMax(axis, keepdims=0) (Cast to int32 for an i32 result)
 nn.shape               Shape of the dequantized input (the dims are the same)
+nn.cast                Cast of the integer input to float, then QuantizeLinear (scale 1, zero point 0:
+                       the integers int8 holds come out as they are)
 =====================  =========================================================================
 
 With the inputs sharing one scale and zero point, dequantizing keeps the order and the ties of
@@ -20,8 +23,8 @@ from __future__ import annotations
 
 from ...ir import Operation
 from ...ir.dialects import nn, qnn
-from ...types import IntegerType
-from .builder import Builder, base_name
+from ...types import FloatType, IntegerType
+from .builder import Builder, base_name, is_quantized
 
 _COMPARE = {qnn.EQUAL: nn.COMPARE["equal"], qnn.LESS: nn.COMPARE["less"],
             qnn.LESS_EQUAL: nn.COMPARE["less_or_equal"], qnn.GREATER: nn.COMPARE["greater"],
@@ -70,6 +73,14 @@ def shape(b: Builder, op: Operation) -> None:
                        label=op.label or base_name(r), like=op, **{k: op.attr(k) for k in op.attributes}))
 
 
+def integer_cast(b: Builder, op: Operation) -> None:
+    r = op.results[0]
+    if not is_quantized(r):   # a cast of the float or shape arithmetic: as it is
+        b.clone(op)
+        return
+    b.quantize(r, b.float_op(nn.CAST, [b.value(op.operands[0])], op, to=FloatType("f32")))
+
+
 QDQ = {
     qnn.MAXIMUM: _select(nn.VARIADIC["max"]),
     qnn.MINIMUM: _select(nn.VARIADIC["min"]),
@@ -77,4 +88,5 @@ QDQ = {
     qnn.NOT_EQUAL: not_equal,
     qnn.ARG_MAX: arg_max,
     nn.SHAPE: shape,
+    nn.CAST: integer_cast,
 }

@@ -91,8 +91,10 @@ def litert_file_violations(model) -> list[spec.Violation]:
             for where, message in _tensor_refusals(model, t):
                 found.append(spec.Violation(t.name, "TENSOR", where, message + ": LiteRT refuses to load the model"))
         # a tensor an operator reads must be a graph input, a constant, or written by an earlier operator
+        # (a tensor of no elements, e.g. the empty shape of a RESHAPE to a scalar, has no data to lack)
         available = set(sg.inputs) | {i for i, t in enumerate(sg.tensors) if t.is_variable
-                                      or (0 <= t.buffer < len(model.buffers) and model.buffers[t.buffer])}
+                                      or (0 <= t.buffer < len(model.buffers) and model.buffers[t.buffer])
+                                      or (len(t.shape) > 0 and 0 in t.shape and not t.shape_signature)}
         for op in sg.operators:
             kind = model.operator_name(op)
             out = sg.tensors[op.outputs[0]].name if op.outputs and 0 <= op.outputs[0] < len(sg.tensors) else kind

@@ -176,6 +176,16 @@ def _dtype(v: Value) -> np.dtype:
                              "(only int8/int32 quantized, int32 and float32 tensors are written)")
 
 
+def _as_typed(arr: np.ndarray, v: Value) -> np.ndarray:
+    """A constant's array in its value's static shape (a splat may be stored as one element)."""
+    shape = getattr(v.type, "shape", None)
+    if shape is None or None in shape or arr.shape == tuple(shape):
+        return arr
+    if arr.size == int(np.prod(shape, dtype=np.int64)):
+        return arr.reshape(shape)
+    return np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr
+
+
 class _Exporter:
     def __init__(self, fn: Function, io: str):
         if io not in ("float", "int8"):
@@ -220,7 +230,7 @@ class _Exporter:
         if data.nbytes >= 1 << 31:   # e.g. a lazy splat of a file-chosen shape: flatbuffers hold < 2 GiB
             raise ResourceError(f"constant '{name}' of shape {list(data.shape)} needs {data.nbytes} bytes; "
                                 f"a .tflite file holds less than 2 GiB")
-        return self.b.add_constant(self._name(name), np.ascontiguousarray(data), quantization)
+        return self.b.add_constant(self._name(name), np.ascontiguousarray(data).reshape(np.shape(data)), quantization)
 
     def int32(self, values, name: str) -> int:
         return self.constant(np.asarray(values, np.int32), name)
@@ -242,7 +252,7 @@ class _Exporter:
             return have[form]
         data = quant.stored_constant(v)
         if data is not None:
-            arr = np.asarray(data)
+            arr = _as_typed(np.asarray(data), v)
             arr = arr.transpose(NHWC_PERM) if form is Form.NHWC else arr
             idx = self.constant(arr, (v.name_hint or "const") + ("/nhwc" if form is Form.NHWC else ""),
                                 _quantization(v))
@@ -642,12 +652,18 @@ def _squeeze_dims(ex: _Exporter, op: Operation) -> None:
                                                                          if d == 1]
         ex.emit(OP.SQUEEZE, op, [src], Form.ASIS, SqueezeOptions(squeeze_dims=tuple(axes)))
         return
-    axes = op.attr("axes")
-    if len(axes) != 1:
-        raise UnsupportedOpError(f"{_what(op)}: an unsqueeze of {len(axes)} axes with several dynamic dims "
-                                 f"(EXPAND_DIMS takes one axis)")
-    axis = axes[0] % len(y.type.shape)
-    ex.emit(OP.EXPAND_DIMS, op, [src, ex.int32([axis], f"{y.name_hint}/axis")], Form.ASIS)
+    # EXPAND_DIMS takes one axis: several are inserted one by one, in increasing order of their
+    # place in the result, so that each lands where the result has it
+    axes = sorted(a % len(y.type.shape) for a in op.attr("axes"))
+    shape = list(x.type.shape)
+    for k, axis in enumerate(axes[:-1]):
+        shape.insert(axis, 1)
+        step = ex.b.add_tensor(ex._name(f"{y.name_hint or 'unsqueeze'}/step{k}"), tuple(1 if d is None else d
+                               for d in shape), _dtype(y), _quantization(y),
+                               shape_signature=tuple(-1 if d is None else d for d in shape))
+        ex.b.add_operator(OP.EXPAND_DIMS, [src, ex.int32([axis], f"{y.name_hint}/axis{k}")], [step])
+        src = step
+    ex.emit(OP.EXPAND_DIMS, op, [src, ex.int32([axes[-1]], f"{y.name_hint}/axis")], Form.ASIS)
 
 
 def reshape(ex: _Exporter, op: Operation) -> None:
@@ -836,8 +852,69 @@ def batch_matmul(ex: _Exporter, op: Operation) -> None:
 
 
 def shape(ex: _Exporter, op: Operation) -> None:
-    """SHAPE of the IR's layout (the NCHW dims the float model's Shape gives), as i64."""
-    ex.emit(OP.SHAPE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS, ShapeOptions(out_type=TFLiteTensorType.INT64))
+    """SHAPE of the IR's layout (the NCHW dims the float model's Shape gives), as i64; ONNX's
+    ``start``/``end`` pick some of the dims (a GATHER of them: LiteRT's SHAPE has no such option)."""
+    x = op.operands[0]
+    start, end = slice_bounds_of_shape(op, len(x.type.shape))
+    if (start, end) == (0, len(x.type.shape)):
+        ex.emit(OP.SHAPE, op, [ex.get(x, Form.ASIS)], Form.ASIS, ShapeOptions(out_type=TFLiteTensorType.INT64))
+        return
+    name = op.results[0].name_hint or "shape"
+    dims = ex.b.add_tensor(ex._name(f"{name}/all_dims"), (len(x.type.shape),), np.int64)
+    ex.b.add_operator(OP.SHAPE, [ex.get(x, Form.ASIS)], [dims], ShapeOptions(out_type=TFLiteTensorType.INT64))
+    ex.emit(OP.GATHER, op, [dims, ex.int32(list(range(start, end)), f"{name}/picks")], Form.ASIS,
+            GatherOptions(axis=0))
+
+
+def slice_bounds_of_shape(op: Operation, rank: int) -> tuple[int, int]:
+    """ONNX Shape's ``start``/``end`` (negative from the end, clamped) as a [start, end) of dims."""
+    def at(v, default):
+        v = default if v is None else int(v)
+        return min(max(v + rank if v < 0 else v, 0), rank)
+    return at(op.attr("start"), 0), at(op.attr("end"), rank)
+
+
+def _integers_only(op: Operation) -> None:
+    if any(_qtype(v) is None and isinstance(v.type, TensorType) and isinstance(v.type.element_type, FloatType)
+           for v in [*op.operands, *op.results]):
+        raise UnsupportedOpError(f"{_what(op)} has no int8 TFLite form: the op is still float")
+
+
+def integer_cast(ex: _Exporter, op: Operation) -> None:
+    """CAST: an integer input stored in int8 as it is (scale 1, zero point 0: the tensor carries
+    those parameters), or shape arithmetic between integer widths."""
+    _integers_only(op)
+    ex.emit(OP.CAST, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS)
+
+
+def integer_concat(ex: _Exporter, op: Operation) -> None:
+    """CONCATENATION of integer tensors (the pieces of a shape computed at run time)."""
+    _integers_only(op)
+    concat(ex, op)
+
+
+def integer_range(ex: _Exporter, op: Operation) -> None:
+    """RANGE (position ids: 0 .. the sequence length read from a SHAPE)."""
+    _integers_only(op)
+    ex.emit(OP.RANGE, op, [ex.get(v, Form.ASIS) for v in op.operands], Form.ASIS)
+
+
+def dynamic_reshape(ex: _Exporter, op: Operation) -> None:
+    """RESHAPE to a shape computed at run time; LiteRT reads an int32 shape tensor, so an i64 one is
+    CAST first. LiteRT takes a 0 in the shape literally, which is ONNX's ``allowzero=1``; ONNX's
+    default copies the input's dim there instead, which a shape known only at run time cannot
+    tell apart, so that form is refused."""
+    x, target = op.operands
+    if not op.attr("allowzero"):
+        raise UnsupportedOpError(f"{_what(op)}: a run-time shape with allowzero=0 (a 0 copies the input's dim); "
+                                 "LiteRT's RESHAPE takes a 0 as a 0")
+    shape_t = ex.get(target, Form.ASIS)
+    if _dtype(target) != np.int32:
+        cast = ex.b.add_tensor(ex._name(f"{op.results[0].name_hint or 'reshape'}/shape_i32"),
+                               tuple(target.type.shape), np.int32)
+        ex.b.add_operator(OP.CAST, [shape_t], [cast])
+        shape_t = cast
+    ex.emit(OP.RESHAPE, op, [ex.get(x, Form.ASIS), shape_t], Form.ASIS, ReshapeOptions(new_shape=()))
 
 
 _COMPARE_OPTIONS = {qnn.EQUAL: (OP.EQUAL, EqualOptions), qnn.NOT_EQUAL: (OP.NOT_EQUAL, NotEqualOptions),
@@ -872,6 +949,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
     qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
     **{opdef: _compare(*code) for opdef, code in _COMPARE_OPTIONS.items()}, qnn.ARG_MAX: arg_max, nn.SHAPE: shape,
+    nn.CAST: integer_cast, nn.CONCAT: integer_concat, nn.RANGE: integer_range, nn.DYNAMIC_RESHAPE: dynamic_reshape,
     qnn.BATCH_MATMUL: batch_matmul,
 }
 

@@ -162,7 +162,9 @@ class Importer:
         if array is None:
             raise ModelFormatError(f"tensor '{self.names[idx]}' must be a constant, but its buffer holds no data")
         t = self.ir_type(idx, perm, lead)
-        array = np.ascontiguousarray(np.transpose(array.reshape((1,) * lead + array.shape), L.inverse(perm)))
+        shape = (1,) * lead + array.shape
+        array = np.ascontiguousarray(np.transpose(array.reshape(shape), L.inverse(perm))).reshape(
+            tuple(shape[i] for i in L.inverse(perm)))   # (ascontiguousarray makes a scalar 1-D)
         v = self.stored_constant(array, t) if isinstance(t.element_type, QuantizedType) else self.plain_constant(array)
         v.name_hint = self.constant_name(idx, "" if not lead and L.is_identity(perm) else tag or L.tag(perm))
         self.constants[key] = v
@@ -210,7 +212,21 @@ class Importer:
     def _reads_a_size(self, k: int, slot: int) -> bool:
         """Is input ``slot`` of operator ``k`` a size that its converter takes from elsewhere?"""
         op = self.sg.operators[k]
-        return _SIZE_SLOTS.get(self.model.operator_codes[op.opcode_index].builtin_code) == slot
+        code = self.model.operator_codes[op.opcode_index].builtin_code
+        if code == BuiltinOperator.RESHAPE and slot == 1 and self._reshape_reads_its_shape(op):
+            return False
+        return _SIZE_SLOTS.get(code) == slot
+
+    def _reshape_reads_its_shape(self, op: Operator) -> bool:
+        """A RESHAPE to a run-time shape with several dynamic dims, not in the form quantir writes
+        for ONNX's copied dims (GATHER of the input's SHAPE): its converter reads the shape tensor."""
+        out = dims(self.tensor(op.outputs[0]))
+        if len(op.inputs) < 2 or op.inputs[1] < 0 or self.data(op.inputs[1]) is not None or \
+                sum(d is None for d in out) <= 1:
+            return False
+        producer = next((o for o in self.sg.operators if op.inputs[1] in o.outputs), None)
+        return producer is None or \
+            self.model.operator_codes[producer.opcode_index].builtin_code != BuiltinOperator.GATHER
 
     def run(self) -> TFLiteImport:
         layouts = [L.identity(len(self.tensor(idx).shape)) for idx in self.sg.inputs]

@@ -50,6 +50,19 @@ def shape(ctx: OpContext) -> None:
         ctx.emit(nn.SHAPE, [x], L.identity(1))
 
 
+def cast(ctx: OpContext) -> None:
+    """CAST between integer types, or of an integer tensor into a quantized int8 one (which stores
+    the integers as they are): ``nn.cast`` to the output tensor's type."""
+    x = ctx.input(0, L.identity(ctx.rank(0)))
+    rt = ctx.result_type(L.identity(ctx.out_rank))
+    ctx.emit(nn.CAST, [x], L.identity(ctx.out_rank), to=rt.element_type)
+
+
+def range_(ctx: OpContext) -> None:
+    """RANGE of three scalars (start, limit, delta)."""
+    ctx.emit(nn.RANGE, [ctx.input(i, L.identity(ctx.rank(i))) for i in range(3)], L.identity(1))
+
+
 CONVERTERS: dict[OP, Converter] = {
     OP.MAXIMUM: _elementwise(qnn.MAXIMUM),
     OP.MINIMUM: _elementwise(qnn.MINIMUM),
@@ -61,4 +74,6 @@ CONVERTERS: dict[OP, Converter] = {
     OP.GREATER_EQUAL: _elementwise(qnn.GREATER_EQUAL),
     OP.ARG_MAX: arg_max,
     OP.SHAPE: shape,
+    OP.CAST: cast,
+    OP.RANGE: range_,
 }

@@ -34,10 +34,10 @@ def reshape(ctx: OpContext) -> None:
             target = ctx.const_ints(1, "shape")
         elif sum(d is None for d in out_dims) > 1:
             copied = _copied_dims(ctx)
-            if copied is None:
-                raise UnsupportedOpError("RESHAPE to a shape computed at run time with more than one dynamic dim "
-                                         "(quantir reads the form it writes: GATHER(CONCATENATION(SHAPE(input), "
-                                         "sizes), picks) with each dim copied at its own position)")
+            if copied is None:   # the shape as the model computes it (a 0 in it is an empty dim, allowzero)
+                ctx.emit(nn.DYNAMIC_RESHAPE, [ctx.input(0, L.identity(ctx.rank(0))), ctx.input(1, L.identity(1))],
+                         L.identity(ctx.out_rank), dims=tuple(-1 if d is None else d for d in out_dims), allowzero=1)
+                return
             # ONNX's 0 copies the input's dim: on the input in the TFLite order, as the SHAPE read it
             ctx.emit(nn.RESHAPE, [ctx.input(0, L.identity(ctx.rank(0)))], L.identity(ctx.out_rank), shape=copied)
             return

@@ -21,6 +21,7 @@ from ...ir.dialects import nn, qnn, quant
 from ...types import QuantizedType, UniformQuantizedType
 from . import layout as L
 from .importer import Converter, OpContext, fixed_point
+from .tensors import is_quantized
 
 __all__ = ["CONVERTERS"]
 
@@ -126,6 +127,9 @@ def concatenation(ctx: OpContext) -> None:
             raise ModelFormatError(f"input {i} has rank {ctx.rank(i)}, the output {r}")
     if not -r <= o.axis < r:
         raise ModelFormatError(f"axis {o.axis} is out of range for rank {r}")
+    if not is_quantized(ctx.out_tensor):   # integers (the pieces of a run-time shape): nn.concat
+        ctx.emit(nn.CONCAT, [ctx.input(i, L.identity(r)) for i in inputs], L.identity(r), axis=o.axis % r)
+        return
     perm = _pick_layout(ctx, inputs, r)
     ctx.emit(qnn.CONCAT, [ctx.input(i, perm) for i in inputs], perm, axis=perm[o.axis % r])
 

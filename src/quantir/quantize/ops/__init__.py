@@ -12,6 +12,8 @@ from . import matmul  # noqa: F401  (MatMul of two activations: after conv's Mat
 from . import transpose_conv  # noqa: F401  (its bias-Add form has priority -1: before binary's Add)
 from . import select, shape_of  # noqa: F401  (selection, comparisons and SHAPE: tried last)
 from . import split  # noqa: F401  (an expansion: Split as Slices)
+from . import cast  # noqa: F401  (an integer input stored in int8)
+from . import pooling  # noqa: F401  (an expansion: masked mean pooling without SUM or DIV)
 from .registry import (DECLARATIONS, EXPANSIONS, Format, QuantOp, SolverRules, declaration_for, declare,
                        declare_expansion, patterns)
 

@@ -234,7 +234,7 @@ def _check_rsqrt(m: Match) -> str | None:
     return None
 
 
-def rsqrt_input_range(region: Region, ranges: list[tuple[float, float]]) -> str | None:
+def rsqrt_input_range(region: Region, ranges: list[tuple[float, float]], _output=None) -> str | None:
     """LiteRT's RSQRT fails the invocation on a value below the input zero point (a negative real value)."""
     lo = ranges[0][0] if ranges else 0.0
     if lo < 0.0:

@@ -91,10 +91,12 @@ class QuantOp:
     # integers): the result keeps the float op's type, is neither observed nor given
     # parameters, and the lowering hands it to the float ops after it as it is
     output_quantized: bool = True
-    # after calibration: (region, the calibrated (lo, hi) of each input's same-scale class) -> why
+    # after calibration: (region, the calibrated (lo, hi) of each input's same-scale class, the output's
+    # (lo, hi) or None when it is not quantized) -> why
     # the region must stay float after all (a range the kernel cannot take), or None; the solver
     # returns the refused regions to float before it decides anything
-    calibrated_check: Callable[[Region, list[tuple[float, float]]], "str | None"] | None = None
+    calibrated_check: Callable[[Region, list[tuple[float, float]], "tuple[float, float] | None"],
+                               "str | None"] | None = None
     # the float ops an ONNX QDQ model shows it as (`quantir check model.onnx`)
     qdq_ops: tuple[OpDef, ...] = ()
     # format -> why that format cannot express the op (the coverage test accepts these)

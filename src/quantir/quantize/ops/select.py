@@ -93,7 +93,7 @@ def _check_compare(m: Match) -> str | None:
     return None
 
 
-def comparison_range_check(region: Region, ranges: list[tuple[float, float]]) -> str | None:
+def comparison_range_check(region: Region, ranges: list[tuple[float, float]], _output=None) -> str | None:
     """After calibration: the inputs' shared scale must stay below 1, which LiteRT's int8 comparison needs."""
     lo, hi = min(min(r[0] for r in ranges), 0.0), max(max(r[1] for r in ranges), 0.0)
     scale = float(asymmetric_qparams(lo, hi)[0])
