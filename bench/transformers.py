@@ -20,9 +20,11 @@ Peers: ONNX Runtime ``quantize_static`` (QDQ, QInt8 activations and weights, per
 MinMax, Percentile, Entropy; a ``CalibrationDataReader`` over the calibration sentences),
 ONNX Runtime ``quantize_dynamic`` (QInt8 weights) and NNCF 3.4 ``nncf.quantize`` (ONNX backend),
 default and ``model_type=nncf.ModelType.TRANSFORMER`` (``make`` target $(BSTAMP) installs NNCF).
-quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config and with
-``activations="int16", method="minmax"``, the QDQ exports run in ONNX Runtime; an exception is
-recorded as its text instead of numbers.
+quantir's rows come from ``quantir_rows``: ``quantir.quantize`` with the default Config, a budget of
+0.998, all-int8 (``budget=None``) and all-int16 (``activations="int16"``); the QDQ exports run in
+ONNX Runtime, and the same integer models as .tflite in LiteRT's reference kernels (``litert_row``:
+cosine on every evaluation sentence, and every tensor compared with quantir's interpreter on the
+first 64 held-out sentences in one padded batch); an exception is recorded as its text.
 
 ONNX Runtime's histogram calibrators (Percentile, Entropy) stack every intermediate tensor of
 every calibration batch into one array, so their samples must all have one shape, and they hold
@@ -69,6 +71,7 @@ DATA_OPS = {"Shape", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "
 FLOAT_TYPES = {1, 10, 11, 16}   # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 ORT_METHODS = ("MinMax", "Percentile", "Entropy")
 LATENCY_LENGTHS = (32, 128)
+VERIFY_SENTENCES = 64   # held-out sentences whose every tensor is compared, LiteRT against quantir
 
 
 # -- data --------------------------------------------------------------------------------------------
@@ -263,6 +266,7 @@ def quantir_rows(args, ctx: dict, work: Path) -> dict:
                 rows[name]["mixed_precision"] = {k: v for k, v in mixed.items() if k != "promoted"} | {
                     "promoted_classes": len(mixed["promoted"]),
                     "promoted_tensors": sum(len(c["tensors"]) for c in mixed["promoted"])}
+            rows[name]["litert"] = litert_row(result, work / f"{name}.tflite", ctx)
             int16 = sum(1 for p in result.params.values() if getattr(p, "bits", 8) == 16)
             rows[name]["int16_tensors"] = int16
             print(f"    int16 tensors {int16}" + (f"; mixed precision: {rows[name]['mixed_precision']}"
@@ -275,6 +279,30 @@ def quantir_rows(args, ctx: dict, work: Path) -> dict:
                           "raised_at": f"{Path(where.filename).name}:{where.lineno} ({where.name})"}
             print(f"  {name}: failed: {rows[name]['error'][:300]} at {rows[name]['raised_at']}", flush=True)
     return rows
+
+
+def litert_row(result, path: Path, ctx: dict) -> dict:
+    """The same integer model as a .tflite in LiteRT's reference kernels (BUILTIN_REF): its cosine on
+    every evaluation sentence (the batches of one length), and `quantir verify` on the first
+    ``VERIFY_SENTENCES`` of them padded into one batch (every tensor, LiteRT against quantir)."""
+    from quantir.backends.tflite.litert import run_model
+    from quantir.verify import verify_tflite
+    try:
+        result.save(path)
+        data = path.read_bytes()
+        emb = np.zeros((ctx["n_eval"], 384), np.float32)
+        for idx, feeds in ctx["eval"]:
+            emb[idx] = run_model(data, [feeds[k] for k in INPUTS])[0]
+        cos = cosines(ctx["fp32"], emb)
+        report = verify_tflite(path, ctx["verify_feeds"], batch=VERIFY_SENTENCES)
+        tensors = report.outputs + report.intermediates
+        row = {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()), "verified_sentences": report.samples,
+               "tensors_compared": len(tensors), "tensors_differing": sum(1 for t in tensors if t.differing),
+               "size_bytes": path.stat().st_size}
+    except Exception as e:
+        row = {"error": f"{type(e).__name__}: {e}"[:1000]}
+    print(f"    LiteRT (BUILTIN_REF): {row}", flush=True)
+    return row
 
 
 # -- latency, table, main ----------------------------------------------------------------------------
@@ -302,6 +330,14 @@ def table(rows: dict, lat: dict) -> str:
             types = ", ".join(f"{k} {v}" for k, v in r["float_op_types"].items())
             lines.append(f"{name:<22}{r['cosine_mean']:>9.4f}{r['cosine_min']:>9.4f}{r['float_ops']:>10}"
                          f"{r['size_bytes'] / 1e6:>7.1f}{ms}  {types}")
+            lite = r.get("litert")
+            if lite and "error" not in lite:
+                lines.append(f"{'  .tflite in LiteRT':<22}{lite['cosine_mean']:>9.4f}{lite['cosine_min']:>9.4f}"
+                             f"{0:>10}{lite['size_bytes'] / 1e6:>7.1f}  every tensor of "
+                             f"{lite['verified_sentences']} sentences: {lite['tensors_differing']} of "
+                             f"{lite['tensors_compared']} differ from quantir")
+            elif lite:
+                lines.append(f"{'  .tflite in LiteRT':<22}  error: {lite['error'][:150]}")
     return "\n".join(lines)
 
 
@@ -351,6 +387,7 @@ def main() -> int:
     ctx["calib_padded"] = [{k: v[j:j + 1] for k, v in padded.items()} for j in range(n_hist)]
     print(f"MiniLM: {len(cal_texts)} calibration / {len(ev_texts)} evaluation sentences", flush=True)
     ctx["fp32"] = embed(args.model, ctx["eval"], len(ev_texts), args.threads)
+    ctx["verify_feeds"] = tokenizer(list(ev_texts[:VERIFY_SENTENCES]), max_length=128)   # padded: masks matter
     fp32_ops = float_ops(args.model)
     rows: dict = {"fp32": {"float_ops": int(sum(fp32_ops.values())), "float_op_types": fp32_ops,
                            "size_bytes": args.model.stat().st_size}}
