@@ -36,11 +36,13 @@ from .quantize.naming import integer_name
 from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
-from .quantize.precision import Promotion, parse_budget, promote, score
+from .quantize.precision import Promotion, parse_budget, promote, samples_of, score
 from .ir.names import output_names
 from .quantize.solver import ActParams, int16_classes, solve
 from .report.layers import LayerError, compare
 from .rewrite import RewriteStats
+
+HELD_OUT = 32   # calibration samples set aside to measure a budget on (Config.budget)
 
 
 def load(path: str | os.PathLike | Any) -> Module:
@@ -179,6 +181,7 @@ class Result:
         return {"budget": p.budget.describe(), "all_int8": p.before, "with_promotions": p.after, "met": p.met,
                 "refused": p.refused, "best_tried": p.best_tried,
                 "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
+                "held_out": p.held_out,
                 "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
                              for c in p.promoted]}
 
@@ -268,7 +271,8 @@ class Result:
 
 def _promotion_lines(m: dict) -> list[str]:
     """The summary's account of automatic mixed precision (``Config.budget``)."""
-    head = (f"mixed precision: budget {m['budget']} on {m['samples']} calibration samples; all int8 "
+    held = "held-out calibration samples" if m.get("held_out") else "calibration samples (too few to hold any out)"
+    head = (f"mixed precision: budget {m['budget']} on {m['samples']} {held}; all int8 "
             f"{m['all_int8']:.5g}")
     if not m["promoted"]:
         why = (f"the kernels refuse the promotion ({m['refused']})" if m["refused"] else
@@ -319,12 +323,14 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
     if not annotation.regions:
         reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])
         raise QuantirError(f"nothing to quantize in this model ({reasons})")
-    statistics = calibrate(fn, annotation, dataset, config, make_engine)
+    budget = parse_budget(config.budget)
+    searching = budget is not None and config.activations == "int8" and not config.int16
+    # the budget is measured on samples the ranges never saw (quantize.precision)
+    statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
     promotion = None
-    budget = parse_budget(config.budget)
-    if budget is not None and config.activations == "int8" and not config.int16 and statistics.kept:
+    if searching and samples_of(statistics):
         names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget)
         if names:   # the fewest int16 tensors that meet the budget (quantize.precision)
             config = replace(config, int16=names)
@@ -339,9 +345,10 @@ def quantize(model: Any, calibration: Any, config: Config | None = None) -> Resu
 
 
 def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget):
-    """``precision.promote`` with the runs it needs: the float outputs on the kept samples once, and
-    the integer module of each candidate promotion in the target's arithmetic."""
-    kept = statistics.kept
+    """``precision.promote`` with the runs it needs: the float outputs on the budget's samples once
+    (the held-out ones, ``precision.samples_of``), and the integer module of each candidate
+    promotion in the target's arithmetic."""
+    kept = samples_of(statistics)
     float_names, int_names = output_names(fn), output_names(int_fn)
     engine = make_engine(fn, [], config.engine)
     reference = [{n: np.asarray(engine.run(b)[n]) for n in float_names} for b in kept]

@@ -88,6 +88,9 @@ class Statistics:
     means: dict[Value, SizedSampleMean] = field(default_factory=dict)
     kept_means: dict[Value, SizedSampleMean] = field(default_factory=dict)
     inputs: dict[str, InputObserver] = field(default_factory=dict)   # per model input (health checks)
+    # samples set aside and never observed (``calibrate(hold_out=...)``): what mixed precision
+    # measures its budget on, so that the budget is not met only on the data the ranges came from
+    held_out: list[dict[str, np.ndarray]] = field(default_factory=list)
     # (value, method options) -> range: observers are final, and mixed precision solves many times
     _ranges: dict = field(default_factory=dict, repr=False)
 
@@ -125,9 +128,26 @@ class Engine(Protocol):
 EngineFactory = Callable[[Function, Sequence[str], str], Engine]
 
 
+HOLD_OUT_STRIDE = 5         # at most one sample in this many is set aside
+HOLD_OUT_MIN_SAMPLES = 64   # fewer samples than this: all of them calibrate, none is held out
+
+
+def held_out_rows(first: int, n: int, stride: int, start: int) -> np.ndarray:
+    """Which of the samples ``first .. first + n - 1`` (their dataset indices) are held out: every
+    ``stride``-th from ``start`` on, so that they spread over the dataset (batches by length: all
+    lengths) and leave the first samples, which calibration keeps for its callbacks, whole."""
+    index = np.arange(first, first + n)
+    return (index >= start) & ((index - start) % stride == stride - 1)
+
+
 def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, config: Config,
-              make_engine: EngineFactory, keep_samples: int = 32) -> Statistics:
-    """Run the float function over the dataset and observe every tensor the regions need."""
+              make_engine: EngineFactory, keep_samples: int = 32, hold_out: int = 0) -> Statistics:
+    """Run the float function over the dataset and observe every tensor the regions need.
+
+    ``hold_out``: set up to that many samples aside, unobserved (``Statistics.held_out``): after the
+    ``keep_samples`` first (kept whole), one in every ``(len(dataset) - keep_samples) // hold_out``
+    (at least ``HOLD_OUT_STRIDE``), or one in ``HOLD_OUT_STRIDE`` up to the count when the dataset's
+    size is unknown; none when it is known to hold fewer than ``HOLD_OUT_MIN_SAMPLES``."""
     ensure_names(fn)
     values = observed_values(annotation)
     observers = {v: _make_observers(v, config) for v in values}
@@ -146,9 +166,29 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     kept: list[dict[str, np.ndarray]] = []
     kept_n = 0
     seen = 0
+    total = dataset.num_samples if config.max_samples is None or dataset.num_samples is None \
+        else min(dataset.num_samples, config.max_samples)
+    if total is not None and total < HOLD_OUT_MIN_SAMPLES:
+        hold_out = 0
+    stride = HOLD_OUT_STRIDE if total is None or not hold_out else \
+        max(HOLD_OUT_STRIDE, (total - keep_samples) // hold_out)
+    held: list[dict[str, np.ndarray]] = []
+    held_n = index = 0
     batches: Iterator = dataset.batches(specs, config.batch_size, config.max_samples)
     progress = _progress(config, dataset)
     for batch in batches:
+        n_all = next(iter(batch.values())).shape[0]
+        rows = held_out_rows(index, n_all, stride, keep_samples) if held_n < hold_out else np.zeros(n_all, bool)
+        rows &= np.cumsum(rows) <= hold_out - held_n
+        index += n_all
+        if rows.any():
+            held.append({k: v[rows] for k, v in batch.items()})
+            held_n += int(rows.sum())
+            if progress is not None:
+                progress.update(int(rows.sum()))
+            if rows.all():
+                continue
+            batch = {k: v[~rows] for k, v in batch.items()}
         results = _run_batch(engine, batch, seen)
         for name, array in batch.items():
             inputs[name].update(array)
@@ -172,7 +212,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
         progress.close()
     if any(m.mixed for m in kept_means.values()):   # "empirical" compares positions: one size only
         kept_means = {}                              # the solver then corrects from the weights
-    return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs)
+    return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs, held_out=held)
 
 
 def _run_batch(engine: Engine, batch: dict[str, np.ndarray], first: int) -> dict[str, np.ndarray]:

@@ -7,8 +7,10 @@ offer one around an eval loop the user writes. quantir measures the outputs itse
 1. **Budget** (``parse_budget``): a floor on the mean cosine between the float and the integer
    outputs (a number in (0, 1]: ``0.99``), on their SQNR (``"25dB"``), or a callback
    ``(float_outputs, integer_outputs) -> bool`` over lists of output dicts.
-2. **Measure** the all-int8 module on the kept calibration samples (``Statistics.kept``), in the
-   target's arithmetic (``Config.integer_engine``). Met: nothing changes.
+2. **Measure** the all-int8 module on held-out calibration samples — up to 32, one in five or
+   fewer, set aside by ``calibrate`` and never observed (``Statistics.held_out``; with fewer than 64
+   samples none is spared and the kept calibration samples serve) — in the target's arithmetic
+   (``Config.integer_engine``). Met: nothing changes.
 3. **Rank** the tensors that can be int16 — each same-scale class whose ops all have LiteRT 16x8
    kernels (``QuantOp.int16``) — by their own int8 rounding noise: SQNR of the float values
    against their int8 round trip, worst first (``rank``).
@@ -163,6 +165,7 @@ class Promotion:
     candidates: int = 0               # classes that could be int16
     evaluations: int = 0              # integer runs the search made
     samples: int = 0                  # calibration samples the metric was measured on
+    held_out: bool = False            # ... set aside from the calibration (False: too few to spare)
     refused: str = ""                 # the last error of a promotion the kernels could not run
     best_tried: float | None = None   # a missed budget: the best metric any promotion reached
 
@@ -211,14 +214,23 @@ def shortest_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
 
 # -- the search over a quantized graph --------------------------------------------------------------
 
+def samples_of(statistics) -> list[dict[str, np.ndarray]]:
+    """What the budget is measured on: the samples calibration set aside, or, when there were too
+    few to spare any, the kept calibration samples."""
+    return statistics.held_out or statistics.kept
+
+
 def promote(fn, statistics, config, params, budget: Budget, evaluate,
             classes_of: Callable[[], dict[int, list[str]]]) -> tuple[tuple[str, ...], Promotion]:
     """The tensor names to make int16 (``Config.int16``) and the report. ``evaluate(names)`` runs
-    the integer module quantized with those names promoted on the kept samples and returns its
-    (metric, met); it is called with ``()`` first. ``classes_of()``: the same-scale classes that
-    can be int16 (``solver.int16_classes``), asked only when the all-int8 module misses."""
+    the integer module quantized with those names promoted on the budget's samples (``samples_of``)
+    and returns its (metric, met); it is called with ``()`` first. ``classes_of()``: the same-scale
+    classes that can be int16 (``solver.int16_classes``), asked only when the all-int8 module misses.
+    The ranking reads the kept calibration samples."""
     before, met = evaluate(())
-    report = Promotion(budget, before, before, met, samples=sum(len(next(iter(b.values()))) for b in statistics.kept))
+    measured = samples_of(statistics)
+    report = Promotion(budget, before, before, met, samples=sum(len(next(iter(b.values()))) for b in measured),
+                       held_out=bool(statistics.held_out))
     report.evaluations = 1
     if met:
         return (), report
