@@ -104,6 +104,22 @@ def add_sub_multipliers(input1_scale: ArrayLike, input2_scale: ArrayLike, output
     return _out(s1 / twice_max), _out(s2 / twice_max), _out(twice_max / shifted_out)
 
 
+def squared_difference_multipliers(input1_scale: ArrayLike, input2_scale: ArrayLike, output_scale: ArrayLike,
+                                   left_shift: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """SQUARED_DIFFERENCE int8: ``(m1, m2, mo)`` from ``squared_difference.cc`` Prepare.
+
+    ``tw = 2·max(s1, s2)`` (exact in float32), ``m1 = s1/tw``, ``m2 = s2/tw`` and
+    ``mo = tw² / f32(2**(2·left_shift) · s_out)``, in double (``tw²`` of a float32 is exact in
+    double). The inputs are scaled by ``2**left_shift`` before their multipliers, so their
+    difference squared carries ``2**(2·left_shift)``, which ``mo`` removes.
+    """
+    s1, s2 = _f32(input1_scale, "input1_scale"), _f32(input2_scale, "input2_scale")
+    s_out = _f32(output_scale, "output_scale")
+    twice_max = 2.0 * np.maximum(s1, s2).astype(np.float64)
+    shifted_out = (np.float32(1 << (2 * left_shift)) * s_out).astype(np.float64)
+    return _out(s1 / twice_max), _out(s2 / twice_max), _out(twice_max * twice_max / shifted_out)
+
+
 def relu_multiplier(input_scale: ArrayLike, output_scale: ArrayLike) -> np.ndarray:
     """Standalone RELU/RELU6/RELU_N1_TO_1 and the LEAKY_RELU identity branch: ``f32(s_in/s_out)``."""
     s_in, s_out = _f32(input_scale, "input_scale"), _f32(output_scale, "output_scale")

@@ -68,6 +68,8 @@ from quantir.runtime.qkernels.batch_matmul import BatchMatMulParams, batch_matmu
 from quantir.runtime.qkernels.softmax import (SoftmaxInt16Params, SoftmaxLutParams, SoftmaxParams, prepare_softmax,
                                               softmax, softmax_lut)
 from quantir.runtime.qkernels.sub import SubParams, prepare_sub, sub
+from quantir.runtime.qkernels.squared_difference import (SquaredDifferenceParams, prepare_squared_difference,
+                                                         squared_difference)
 from quantir.runtime.qkernels.tanh import prepare_tanh, tanh
 from quantir.runtime.qkernels.comparison import ComparisonKind, ComparisonParams, compare, prepare_comparison
 from quantir.runtime.qkernels.arg_max import arg_max
@@ -108,6 +110,7 @@ __all__ = [
     "log_softmax_lut", "RsqrtParams", "prepare_rsqrt", "rsqrt",
     "BatchMatMulParams", "prepare_batch_matmul", "batch_matmul",
     "SoftmaxInt16Params",
+    "SquaredDifferenceParams", "prepare_squared_difference", "squared_difference",
     "symmetric_quantize_rows", "asymmetric_quantize_rows", "fully_connected_hybrid", "batch_matmul_hybrid",
     "conv2d_hybrid", "depthwise_conv2d_hybrid", "embedding_lookup_hybrid", "weight_row_sums",
 ]
