@@ -145,6 +145,12 @@ def rsqrt(b: Builder, op: Operation) -> None:
     finish(b, op, b.float_op(nn.UNARY["reciprocal"], [root], op))
 
 
+def squared_difference(b: Builder, op: Operation) -> None:
+    """SQUARED_DIFFERENCE as Sub, then Mul of the difference by itself (ONNX has no such op)."""
+    d = b.float_op(nn.SUB, [b.dequantized(v) for v in op.operands], op, suffix="/difference")
+    finish(b, op, b.float_op(nn.MUL, [d, d], op))
+
+
 def batch_matmul(b: Builder, op: Operation) -> None:
     """BATCH_MATMUL as MatMul, after a Transpose of the last two dims of an operand with adj_x / adj_y."""
     operands = []
@@ -375,6 +381,7 @@ CONVERT = {
     qnn.L2_NORMALIZATION: _float(nn.LP_NORMALIZATION, axis=-1, p=2),
     qnn.LOG_SOFTMAX: _float(nn.LOG_SOFTMAX, axis=-1),
     qnn.RSQRT: rsqrt,
+    qnn.SQUARED_DIFFERENCE: squared_difference,
     qnn.BATCH_MATMUL: batch_matmul,
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)

@@ -91,6 +91,7 @@ from quantir.backends.tflite.schema import (
     SqueezeOptions,
     StridedSliceOptions,
     SubOptions,
+    SquaredDifferenceOptions,
     TransposeConvOptions,
 )
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
@@ -359,7 +360,8 @@ def _binary(code, options_type):
         a, b = op.operands
         form = ex.prefer(a, b)   # NHWC only when both are 4-D: broadcasting then holds in either layout
         ex.emit(code, op, [ex.get(a, form), ex.get(b, form)], form,
-                options_type(fused_activation_function=_act(op)))
+                options_type(fused_activation_function=_act(op)) if hasattr(options_type, "fused_activation_function")
+                else options_type())
     return rule
 
 
@@ -933,6 +935,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,
     qnn.RESIZE_NEAREST: resize_nearest, qnn.SOFTMAX: softmax, qnn.LOGISTIC: _elementwise(OP.LOGISTIC),
     qnn.TANH: _elementwise(OP.TANH), qnn.RSQRT: _elementwise(OP.RSQRT),
+    qnn.SQUARED_DIFFERENCE: _binary(OP.SQUARED_DIFFERENCE, SquaredDifferenceOptions),
     qnn.HARD_SWISH: _elementwise(OP.HARD_SWISH),
     qnn.GELU: _elementwise(OP.GELU, lambda op: GeluOptions(approximate=bool(op.attr("approximate")))),
     qnn.LEAKY_RELU: _elementwise(OP.LEAKY_RELU, lambda op: LeakyReluOptions(alpha=float(op.attr("alpha")))),

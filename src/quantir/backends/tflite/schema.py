@@ -155,6 +155,7 @@ class BuiltinOptionsType(IntEnum):
     LogSoftmaxOptions = 36
     GeluOptions = 116
     BatchMatMulOptions = 101
+    SquaredDifferenceOptions = 76
 
 
 # ---------------------------------------------------------------------------
@@ -572,6 +573,11 @@ class BatchMatMulOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class SquaredDifferenceOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.SquaredDifferenceOptions
+
+
+@dataclass(frozen=True)
 class RawOptions(BuiltinOptions):
     """Options of a union member this module does not declare (reader only): the raw table.
 
@@ -594,7 +600,7 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
                 LogSoftmaxOptions, GeluOptions, BatchMatMulOptions,
-                TransposeConvOptions, SplitVOptions)
+                TransposeConvOptions, SplitVOptions, SquaredDifferenceOptions)
 }
 
 
@@ -684,6 +690,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.GELU: GeluOptions,
     BuiltinOperator.RSQRT: None,
     BuiltinOperator.BATCH_MATMUL: BatchMatMulOptions,
+    BuiltinOperator.SQUARED_DIFFERENCE: SquaredDifferenceOptions,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's
@@ -722,4 +729,5 @@ INT8_OP_VERSIONS: dict[BuiltinOperator, int] = {
     BuiltinOperator.QUANTIZE: 2,
     BuiltinOperator.HARD_SWISH: 1,
     BuiltinOperator.LEAKY_RELU: 2,
+    BuiltinOperator.SQUARED_DIFFERENCE: 2,
 }

@@ -105,13 +105,15 @@ def _pick_layout(ctx: OpContext, inputs, rank: int) -> L.Perm:
     return L.identity(rank)
 
 
-def _binary(opdef) -> Converter:
+def _binary(opdef, fused: bool = True) -> Converter:
+    """``fused``: the op's options carry a fused activation (SQUARED_DIFFERENCE's do not)."""
     def convert(ctx: OpContext) -> None:
         perm = _pick_layout(ctx, (0, 1), ctx.out_rank)
         operands = [_operand(ctx, 0, perm), _operand(ctx, 1, perm)]
         for i, v in enumerate(operands):   # e.g. a per-axis int32 bias wired into an ADD
             _per_tensor_int8(v, f"input {i} ('{ctx.imp.names[ctx.idx(i)]}') of {ctx.op_name}")
-        ctx.emit(opdef, operands, perm, activation=ctx.activation(ctx.options.fused_activation_function))
+        attrs = {"activation": ctx.activation(ctx.options.fused_activation_function)} if fused else {}
+        ctx.emit(opdef, operands, perm, **attrs)
     return convert
 
 
@@ -207,6 +209,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.ADD: _binary(qnn.ADD),
     OP.SUB: _binary(qnn.SUB),
     OP.MUL: _binary(qnn.MUL),
+    OP.SQUARED_DIFFERENCE: _binary(qnn.SQUARED_DIFFERENCE, fused=False),
     OP.CONCATENATION: concatenation,
     OP.MEAN: mean,
     OP.SUM: lambda ctx: mean(ctx, qnn.REDUCE_SUM),

@@ -221,6 +221,9 @@ SUB = qdefine("sub", ("lhs", "rhs"), dict(_ACT),
               _both(_verify_activation, _shape_checker(nn.SUB)), "LiteRT SUB.")
 MUL = qdefine("mul", ("lhs", "rhs"), dict(_ACT),
               _both(_verify_activation, _shape_checker(nn.MUL)), "LiteRT MUL.")
+SQUARED_DIFFERENCE = qdefine("squared_difference", ("lhs", "rhs"), {}, _shape_checker(nn.SUB),
+                             "LiteRT SQUARED_DIFFERENCE: (lhs - rhs)² (7-bit left shift, three multipliers; int8 "
+                             "only, no fused activation).")
 _POOL = {"kernel_shape": AttrSpec(AttrKind.INTS, required=True), "strides": AttrSpec(AttrKind.INTS),
          "pads": AttrSpec(AttrKind.INTS), "auto_pad": AttrSpec(AttrKind.STRING), **_ACT}
 AVERAGE_POOL = qdefine("average_pool", ("x",), _POOL, _both(_verify_activation, _shape_checker(nn.AVERAGE_POOL)),
