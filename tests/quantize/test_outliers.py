@@ -4,8 +4,12 @@ read the LayerNorm) and ``smooth_layer_norm`` (SmoothQuant channel scaling, α p
 Float semantics against ONNX Runtime on the original model; the applicability rule (post-LN: left
 alone, with the reason); one accuracy-direction check with a margin derived below.
 
-Measured (bench: the ViT, models/vit_fmnist.onnx, 500 training images to calibrate, the 10,000 test
-images, quantir's interpreter; fp32 85.60%): see docs/numerics.md, "LayerNorm outliers", for the table.
+Measured on the ViT (models/vit_fmnist.onnx; 500 training images to calibrate, all 10,000 test
+images, quantir's interpreter; fp32 85.60%), ``budget=None`` (the default budget promotes nothing
+there, same figures): no pass 85.59%, fold 85.36%, smooth 85.44%, both 85.36% (fold wins all 9
+LayerNorms); logits SQNR vs fp32 28.52 / 29.04 / 28.77 / 29.04 dB. With train[500:1000]: 85.50% /
+85.42% (fold), 28.27 / 28.90 dB. Hence off by default (docs/numerics.md §9). MiniLM: post-LN, not
+applicable at any of its 13 LayerNorms, identical integers.
 """
 from __future__ import annotations
 
@@ -152,7 +156,7 @@ def test_a_model_without_layernorm_is_untouched():
     """No LayerNorm (a CNN, say): the passes find nothing, read no data, change nothing."""
     model = _model([helper.make_node("MatMul", ["x", "w1"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
                    [_c("w1", W1)], ["B", T, C], ["y"])
-    on = qr.quantize(model, {"x": X}, qr.Config(progress=False, budget=None))
+    on = qr.quantize(model, {"x": X}, qr.Config(progress=False, budget=None, outliers=BOTH))
     off = qr.quantize(model, {"x": X}, qr.Config(progress=False, budget=None, outliers=None))
     assert on.summary_dict()["outliers"]["applied"] == {} and on.summary_dict()["outliers"]["not_applied"] == {}
     assert print_module(on.module) == print_module(off.module)

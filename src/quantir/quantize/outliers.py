@@ -509,12 +509,9 @@ def summary_lines(stats: OutlierStats) -> list[str]:
         done = stats.applied.get(p, [])
         lines.append(f"  {p}: {len(done)} ({DOCS[p]})")
         lines += [f"    {e}" for e in done]
-    reasons: dict[str, list[str]] = {}
-    for label, why in stats.not_applied.items():
-        reasons.setdefault(why, []).append(label)
-    for why, labels in reasons.items():
-        lines.append(f"  left as they are: {len(labels)} ({why}): {', '.join(labels[:6])}"
-                     + (" ..." if len(labels) > 6 else ""))
+    if stats.not_applied:
+        lines.append(f"  left as they are: {len(stats.not_applied)}")
+        lines += [f"    {label}: {why}" for label, why in stats.not_applied.items()]
     return lines
 
 
