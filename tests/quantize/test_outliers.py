@@ -68,9 +68,9 @@ def _layer_norm(written: bool, gamma=GAMMA, beta=BETA) -> tuple[list, list]:
     return nodes, inits + [_c("two", 2.0), _c("eps", 1e-5)]
 
 
-def pre_ln_block(written: bool = False) -> onnx.ModelProto:
+def pre_ln_block(written: bool = False, gamma=GAMMA) -> onnx.ModelProto:
     """A pre-LN block's inputs: LayerNorm read by a MatMul + bias Add and by a MatMul without bias."""
-    nodes, inits = _layer_norm(written)
+    nodes, inits = _layer_norm(written, gamma=gamma)
     nodes += [helper.make_node("MatMul", ["ln", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["y1"]),
               helper.make_node("MatMul", ["ln", "w2"], ["y2"])]
     return _model(nodes, inits + [_c("w1", W1), _c("b1", B1), _c("w2", W2)], ["B", T, C], ["y1", "y2"],
@@ -139,6 +139,24 @@ def test_gemm_head_keeps_its_float_results(passes):
     fn, stats = rewritten(model, passes, x2[:128])
     assert sum(len(v) for v in stats.applied.values()) == 1, stats
     _assert_float_close(_run(fn, x2[128:]), ort.InferenceSession(model.SerializeToString()).run(None, {"x": x2[128:]}))
+
+
+@pytest.mark.parametrize("passes", [("fold_layer_norm",), ("smooth_layer_norm",)])
+@pytest.mark.parametrize("activations", ["int8", "int16"])
+def test_rewritten_block_is_bit_exact_in_litert_and_passes_the_spec_check(passes, activations, tmp_path):
+    """The rewritten block is ordinary LiteRT ops (FULLY_CONNECTED with the new weights and biases, a
+    MUL for the smoothing scales): the .tflite gives LiteRT's reference kernels' integers exactly.
+    One channel's γ is 32x the others', so that smoothing beats the block as it is in int16 too."""
+    from quantir.verify import verify_tflite
+    gamma = GAMMA.copy()
+    gamma[3] *= 32
+    r = qr.quantize(pre_ln_block(gamma=gamma), {"x": X}, qr.Config(progress=False, budget=None, outliers=passes,
+                                                        activations=activations))
+    assert sum(len(v) for v in r.outliers.applied.values()) == 1
+    assert r.spec_report().ok
+    r.save(tmp_path / "block.tflite")
+    report = verify_tflite(tmp_path / "block.tflite", {"x": X[:4]})
+    assert all(t.differing == 0 for t in report.outputs + report.intermediates), report
 
 
 def test_post_ln_block_is_left_as_it_is_and_the_summary_says_why():

@@ -491,7 +491,7 @@ def run(fn: Function, dataset: DatasetManager, config: Config,
             stats.not_applied[site.label] = f"kept as it is: no alpha lowered the simulated int error{detail}"
             continue
         rewrite(fn, site, best)
-        readers = ", ".join(r.op.label or r.op.name for r in site.readers)
+        readers = ", ".join(r.op.label or r.op.results[0].name_hint or r.op.name for r in site.readers)
         entry = f"{site.label}: {best.name} into {readers}{detail}"
         pass_name = SMOOTH if best.name.startswith("alpha") else FOLD   # "gamma kept" here: beta folded
         stats.applied.setdefault(pass_name, []).append(entry)
