@@ -181,6 +181,8 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
         rows = held_out_rows(index, n_all, stride, keep_samples) if held_n < hold_out else np.zeros(n_all, bool)
         rows &= np.cumsum(rows) <= hold_out - held_n
         index += n_all
+        for name, array in batch.items():   # the health checks look at every sample the user gave
+            inputs[name].update(array)
         if rows.any():
             held.append({k: v[rows] for k, v in batch.items()})
             held_n += int(rows.sum())
@@ -190,8 +192,6 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
                 continue
             batch = {k: v[~rows] for k, v in batch.items()}
         results = _run_batch(engine, batch, seen)
-        for name, array in batch.items():
-            inputs[name].update(array)
         for v, obs in observers.items():
             array = results[v.name_hint]
             for o in obs:
