@@ -116,6 +116,7 @@ bench: venv data models fonts real-models $(BSTAMP)
 	$(PY) bench/real_models.py
 	$(PY) bench/vit.py
 	$(PY) bench/transformers.py
+	$(PY) bench/weight_only.py
 
 # calibration method x runtime with ONNX Runtime's quantize_static and NNCF beside them (README,
 # "Which calibration method"): the full run (~15 min on 2 cores) and a quick one (~5 min, fewer samples)

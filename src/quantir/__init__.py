@@ -19,12 +19,14 @@ __version__ = "0.1.0"
 _LAZY = {
     "load": ("quantir.api", "load"),
     "quantize": ("quantir.api", "quantize"),
+    "quantize_weights": ("quantir.api", "quantize_weights"),
     "Result": ("quantir.api", "Result"),
     "Config": ("quantir.quantize.config", "Config"),
+    "WeightOnlyConfig": ("quantir.quantize.weight_only", "WeightOnlyConfig"),
     "run": ("quantir.runtime", "run"),
     "data": ("quantir.quantize.data", None),
 }
-__all__ = ["load", "quantize", "Result", "Config", "run", "data", "__version__"]
+__all__ = ["load", "quantize", "quantize_weights", "Result", "Config", "WeightOnlyConfig", "run", "data", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -416,3 +416,48 @@ def _layer_errors(result: Result) -> list[LayerError]:
         sqnr, cos, err = compare(ref, deq)
         out.append(LayerError(region.label, region.pattern.kind, sqnr, cos, err, p.scale))
     return out
+
+
+def quantize_weights(model: Any, config: Any = None, calibration: Any = None):
+    """Weight-only quantization (``quantize.weight_only``): int8 or int4 weights, per channel or
+    block-wise, float activations; no calibration data needed. With ``calibration`` (as for
+    ``quantize``), the rounding search weights each weight element's error by the mean square of
+    the input channel it multiplies. Returns a ``WeightOnlyResult`` (``summary()``, ``save()``)."""
+    from .quantize import weight_only as wo
+    config = config or wo.WeightOnlyConfig()
+    module = load(model)
+    importance = None
+    if calibration is not None:
+        fn = module.main
+        ensure_names(fn)
+        sites, _ = wo.find_sites(fn, config)
+        dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
+
+        def run_batches(names):
+            engine = make_engine(fn, names, "ort")
+            for batch in dataset.batches(input_specs(fn), 32):
+                yield engine.run(batch)
+        importance = wo.input_importance(fn, sites, run_batches)
+    result = wo.quantize_weights(module, config, importance)
+    result.calibrated = importance is not None
+    result._writer = _save_weight_only
+    return result
+
+
+def _save_weight_only(result, path, *, matmul_nbits: bool = True, make_parents: bool = False) -> Path:
+    """``WeightOnlyResult.save``: ``.onnx`` (4-bit blocked weights as ONNX Runtime's MatMulNBits and
+    GatherBlockQuantized, the rest DequantizeLinear; ``matmul_nbits=False``: all DequantizeLinear) or
+    ``.mlir``, atomically."""
+    from .fileio import atomic_write, prepare_output
+    p = Path(path)
+    if p.suffix not in (".onnx", ".mlir"):
+        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a weight-only model is saved as .onnx "
+                           f"or .mlir")
+    prepare_output(p, make_parents=make_parents)
+    if p.suffix == ".mlir":
+        from .text import print_module
+        atomic_write(p, print_module(result.module).encode())
+    else:
+        from .backends.onnx.weight_only import save_weight_only
+        save_weight_only(result.module, p, matmul_nbits=matmul_nbits)
+    return p

@@ -18,7 +18,8 @@ def run(args: argparse.Namespace) -> int:
         # keep the QuantizeLinear/DequantizeLinear pairs: constant folding would erase the weights' DQ
         from ..frontends.onnx import load_onnx
         from ..quantize.check_qdq import check_qdq
-        report = check_qdq(load_onnx(args.model, optimize=False, keep_qdq=True))
+        # (keep_unsupported: ONNX Runtime contrib ops, e.g. a weight-only MatMulNBits, are checked as opaque nodes)
+        report = check_qdq(load_onnx(args.model, optimize=False, keep_qdq=True, keep_unsupported=True))
     elif Path(args.model).suffix == ".tflite":
         from ..backends.tflite.check import check_tflite   # also what LiteRT refuses in the file itself
         report = check_tflite(args.model)

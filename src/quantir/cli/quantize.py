@@ -9,9 +9,23 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="float model (.onnx or .mlir)")
-    p.add_argument("--data", required=True, nargs="+", metavar="NPZ",
+    p.add_argument("--data", nargs="+", metavar="NPZ",
                    help=".npz of calibration samples: keys are input names, axis 0 indexes samples; several "
-                        "files for a model with dynamic dims, one sample size per file")
+                        "files for a model with dynamic dims, one sample size per file (required, except "
+                        "with --weights-only)")
+    w = p.add_argument_group("weight-only quantization (no --data needed; .onnx or .mlir)")
+    w.add_argument("--weights-only", choices=("int8", "int4"), default=None,
+                   help="quantize only the MatMul/Gemm/Conv weights and Gather tables; activations stay float. "
+                        "With --data, the rounding search weights each weight's error by its inputs")
+    w.add_argument("--block", type=int, default=None, metavar="N",
+                   help="block-wise scales, N elements (32..256) along the reduction axis (default per channel)")
+    w.add_argument("--asymmetric", action="store_true", help="a zero point per channel or block")
+    w.add_argument("--min-elements", type=int, default=1024,
+                   help="weights with fewer elements stay float (default 1024, LiteRT's rule)")
+    w.add_argument("--matmul-nbits", action=argparse.BooleanOptionalAction, default=None,
+                   help="int4 blocked MatMul weights and Gather tables as ONNX Runtime's MatMulNBits and "
+                        "GatherBlockQuantized (the default: faster in ONNX Runtime); --no-matmul-nbits: standard "
+                        "DequantizeLinear before each float op, for any ONNX runtime")
     p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
     p.add_argument("--activations", choices=("int8", "uint8", "int16"), default="int8",
@@ -57,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     from ..fileio import check_outputs
     from ..quantize.config import Config
 
+    if args.weights_only is not None:
+        return run_weights_only(args)
+    from ..errors import CalibrationError, QuantirError
+    if args.block is not None or args.asymmetric or args.matmul_nbits is not None:
+        raise QuantirError("--block, --asymmetric and --matmul-nbits apply to --weights-only int8|int4")
+    if not args.data:
+        raise CalibrationError("quantize needs calibration data: --data CALIB.npz (or --weights-only int8|int4, "
+                          "which needs none)")
+
     # before any work: a refused or unwritable output must not cost a calibration run
     if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
         raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: "
@@ -81,5 +104,40 @@ def run(args: argparse.Namespace) -> int:
         result.save(args.summary)
     if not args.quiet:
         print(result.summary())
+        print(f"wrote {args.output}")
+    return 0
+
+
+def run_weights_only(args: argparse.Namespace) -> int:
+    """``--weights-only``: quantize_weights, the summary with the files' sizes, the model written atomically."""
+    import os
+
+    from ..api import quantize_weights
+    from ..errors import OutputError
+    from ..fileio import check_outputs
+    from ..quantize.weight_only import WeightOnlyConfig
+
+    if Path(args.output).suffix not in (".onnx", ".mlir"):
+        raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: a weight-only "
+                          f"model is written as .onnx or .mlir")
+    if args.summary and Path(args.summary).suffix != ".json":
+        raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
+    data = list(args.data or ())
+    check_outputs({"-o": args.output, "--summary": args.summary},
+                  {"input model": args.model, **{f"calibration data #{i + 1}": d for i, d in enumerate(data)}})
+    config = WeightOnlyConfig(bits=int(args.weights_only[3:]), block_size=args.block, symmetric=not args.asymmetric,
+                              min_elements=args.min_elements)
+    calibration = None if not data else (data[0] if len(data) == 1 else data)
+    result = quantize_weights(args.model, config, calibration)
+    result.save(args.output, **({} if args.matmul_nbits is None else {"matmul_nbits": args.matmul_nbits}))
+    if args.summary:
+        import json
+
+        from ..fileio import atomic_write
+        atomic_write(Path(args.summary), json.dumps(result.summary_dict(), indent=2).encode())
+    if not args.quiet:
+        print(result.summary())
+        before, after = os.path.getsize(args.model), os.path.getsize(args.output)
+        print(f"file size: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB ({after / before:.3f}x)")
         print(f"wrote {args.output}")
     return 0

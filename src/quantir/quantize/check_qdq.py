@@ -113,4 +113,9 @@ def unchecked(module: Module | Function) -> list[str]:
 def check_qdq(module: Module | Function) -> spec.CheckReport:
     report = spec.check(views(module))
     report.unknown.extend(unchecked(module))
+    # weight-only ops: float ops whose weights are DequantizeLinear of 8- or 4-bit integers
+    from .weight_only import weight_only_rows
+    checked, violations = weight_only_rows(module.main if isinstance(module, Module) else module)
+    report.checked += checked
+    report.violations.extend(violations)
     return report

@@ -346,6 +346,26 @@ def _wrap_signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
+def _f32_scales(flat: tuple, et: FloatType) -> list | None:
+    """The per-element loop's result, vectorized, for Python floats in f32's range with an f32
+    expressed type (numpy's float32 cast rounds to nearest even, as ``round_to`` does); None
+    otherwise, and the loop decides. Block-wise weights carry 10^5 scales and more."""
+    if et.name != "f32" or not flat or set(map(type, flat)) != {float}:
+        return None
+    a = np.array(flat, dtype=np.float64)
+    if np.any((a < et.min_denormal) | (a > et.max_finite)):
+        return None   # the loop raises the first bad scale's message
+    return a.astype(np.float32).astype(np.float64).tolist()
+
+
+def _wrapped_ints(flat: tuple, bits: int) -> tuple | None:
+    """``_wrap_signed`` of Python ints that fit in int32, vectorized; None otherwise."""
+    if not flat or set(map(type, flat)) != {int} or min(flat) < INT32_MIN or max(flat) > INT32_MAX:
+        return None
+    a = np.array(flat, dtype=np.int64) & ((1 << bits) - 1)
+    return tuple((a - ((a >> (bits - 1)) << bits)).tolist())
+
+
 @_qdataclass
 class UniformQuantizedSubChannelType(_UniformBase):
     """Block-wise quantization: ``!quant.uniform<i8:f32:{0:1, 1:2}, {{2.0:10, 3.0:20}}>``.
@@ -382,12 +402,16 @@ class UniformQuantizedSubChannelType(_UniformBase):
         if zshape != shape or len(zflat) != len(flat):
             return (f"shape of scales and zeroPoints ({'x'.join(map(str, shape))} vs "
                     f"{'x'.join(map(str, zshape))}) does not match")
-        rounded = []
-        for s in flat:
-            s = _check_scale(s, et)
-            r = round_to(et.semantics, fval_from_double(s))
-            rounded.append(s if math.isnan(s) else to_double(r))
-        zps = tuple(_wrap_signed(_check_int(z), self.storage_width) for z in zflat)
+        rounded = _f32_scales(flat, et)
+        if rounded is None:
+            rounded = []
+            for s in flat:
+                s = _check_scale(s, et)
+                r = round_to(et.semantics, fval_from_double(s))
+                rounded.append(s if math.isnan(s) else to_double(r))
+        zps = _wrapped_ints(zflat, self.storage_width)
+        if zps is None:
+            zps = tuple(_wrap_signed(_check_int(z), self.storage_width) for z in zflat)
         pairs = self.block_sizes.items() if isinstance(self.block_sizes, dict) else self.block_sizes
         blocks = []
         for pair in pairs:

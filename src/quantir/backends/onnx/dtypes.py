@@ -18,7 +18,8 @@ from ...types import FloatType, IntegerType, QuantizedType, TensorType, Type
 _FLOATS = {"f16": TensorProto.FLOAT16, "f32": TensorProto.FLOAT, "f64": TensorProto.DOUBLE}
 _INTS = {(8, True): TensorProto.INT8, (16, True): TensorProto.INT16, (32, True): TensorProto.INT32,
          (64, True): TensorProto.INT64, (8, False): TensorProto.UINT8, (16, False): TensorProto.UINT16,
-         (32, False): TensorProto.UINT32, (64, False): TensorProto.UINT64}
+         (32, False): TensorProto.UINT32, (64, False): TensorProto.UINT64,
+         (4, True): TensorProto.INT4, (4, False): TensorProto.UINT4}   # int4: weight-only storage, packed
 
 
 def storage_element_type(t: Type) -> Type:

@@ -279,7 +279,8 @@ class GraphExporter:
             raise UnsupportedOpError(f"{what}: arith.constant with a {type(value).__name__} has no ONNX form")
         if array.dtype != dtype:
             array = array.astype(dtype)
-        if array.size >= SPLAT_MIN_ELEMENTS and uniform_value(array) is not None:
+        # (not for int4 storage, dtype kind "V": ONNX Runtime has no ConstantOfShape kernel for it)
+        if array.size >= SPLAT_MIN_ELEMENTS and array.dtype.kind != "V" and uniform_value(array) is not None:
             shape = self.add_initializer(np.asarray(array.shape, dtype=np.int64), f"{name}_shape")
             value = numpy_helper.from_array(np.array(array.reshape(-1)[:1]))
             node = onnx.helper.make_node("ConstantOfShape", [shape], [name],

@@ -27,6 +27,9 @@ ELEMENT_TYPES: dict[int, Type] = {
     TensorProto.BOOL: IntegerType(1),
 }
 ONNX_TYPES: dict[Type, int] = {t: code for code, t in ELEMENT_TYPES.items()}
+# 4-bit integers are read as initializers only (weight-only models' weights, held one value per
+# byte); graph values, casts and attributes of these types stay refused
+INITIALIZER_ONLY: dict[int, Type] = {TensorProto.INT4: IntegerType(4), TensorProto.UINT4: IntegerType(4, "unsigned")}
 
 
 def element_type(code: int, what: str) -> Type:

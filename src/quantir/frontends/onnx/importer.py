@@ -25,13 +25,14 @@ from onnx import numpy_helper
 
 from ...errors import ModelFormatError, QuantirError, ShapeError, UnsupportedOpError, VerifyError, quote_name
 from ...ir import Function, Module, Operation, StringAttr, Value
-from ...ir.dialects import func, nn
+from ...ir.attributes import DenseElementsAttr
+from ...ir.dialects import arith, func, nn
 from ...ir.opdef import from_attr
 from ...passes.fold_constants import constant_value, fold_op, make_constant, replace_with_constants
 from ...types import TensorType, Type
 from . import ops as op_table
 from . import symbolic
-from .dtypes import element_type
+from .dtypes import INITIALIZER_ONLY, element_type
 from .loader import LoadedModel
 
 
@@ -225,6 +226,11 @@ class GraphImporter:
             self.values[i.name] = a
         symbolic.join_named_dims(self.dim_classes, self.fn.arguments, args)
         for t in graph.initializer:
+            if t.data_type in INITIALIZER_ONLY:   # int4 weights: one value per byte, typed i4/ui4
+                et = INITIALIZER_ONLY[t.data_type]
+                held = numpy_helper.to_array(t).astype(np.uint8 if et.signedness == "unsigned" else np.int8)
+                self._define_constant(t.name, DenseElementsAttr(held, TensorType(tuple(held.shape), et)))
+                continue
             try:
                 array = to_array(t, f"initializer {quote_name(t.name)}")
             except UnsupportedOpError as e:
@@ -242,8 +248,9 @@ class GraphImporter:
         self.fn.update_type()
         return Module([self.fn], name=graph.name or None)
 
-    def _define_constant(self, name: str, array: np.ndarray) -> None:
-        op = make_constant(array)
+    def _define_constant(self, name: str, array: "np.ndarray | DenseElementsAttr") -> None:
+        op = (arith.CONSTANT.build([], [array.type], value=array) if isinstance(array, DenseElementsAttr)
+              else make_constant(array))
         op.results[0].name_hint = name
         self.fn.body.append(op)
         self.values[name] = op.results[0]

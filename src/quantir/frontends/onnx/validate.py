@@ -29,7 +29,7 @@ from onnx.defs import OpSchema
 
 from ...errors import ModelFormatError, ShapeError, UnsupportedOpError, quote_name
 from ...ir.dialects.nn_encoder import parse_einsum
-from .dtypes import element_type
+from .dtypes import INITIALIZER_ONLY, element_type
 
 _ATTR = AttributeProto.AttributeType
 _SINGLE = OpSchema.FormalParameterOption.Single
@@ -94,7 +94,8 @@ def check_tensor(t: onnx.TensorProto, where: str) -> None:
         if n < 0:
             raise ModelFormatError(f"{where}: dim {d} is {n} in dims {list(t.dims)}; dims of a tensor are >= 0")
     try:
-        element_type(t.data_type, "it")
+        if t.data_type not in INITIALIZER_ONLY:
+            element_type(t.data_type, "it")
     except UnsupportedOpError as e:
         raise UnsupportedOpError(f"{where}: {e.message}") from None
     if t.data_location == TensorProto.EXTERNAL:
@@ -102,11 +103,12 @@ def check_tensor(t: onnx.TensorProto, where: str) -> None:
                                f"from its path (the external file next to it) or with its data in the proto")
     count = math.prod(t.dims)
     itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    packed = t.data_type in (TensorProto.INT4, TensorProto.UINT4)   # two values per byte
     if t.HasField("raw_data"):
-        found, wanted, unit = len(t.raw_data), count * itemsize, "bytes of raw_data"
+        found, wanted, unit = len(t.raw_data), (count + 1) // 2 if packed else count * itemsize, "bytes of raw_data"
     else:
         field = onnx.helper.tensor_dtype_to_field(t.data_type)
-        found, wanted, unit = len(getattr(t, field)), count, f"values in {field}"
+        found, wanted, unit = len(getattr(t, field)), (count + 1) // 2 if packed else count, f"values in {field}"
     if found != wanted:
         raise ModelFormatError(f"{where}: dims {list(t.dims)} of {TensorProto.DataType.Name(t.data_type)} "
                                f"need {wanted} {unit}, the file has {found}; the tensor is truncated or its "

@@ -105,6 +105,8 @@ def element_dtype(t: Type) -> np.dtype:
             return np.dtype(np.bool_)
         if et.width in (8, 16, 32, 64):
             return np.dtype(("u" if et.signedness == "unsigned" else "i") + str(et.width // 8))
+        if 1 < et.width < 8:   # sub-byte storage (int4 weights) is held one value per byte
+            return np.dtype("u1" if et.signedness == "unsigned" else "i1")
     raise UnsupportedOpError(f"element type '{et}' has no numpy storage type")
 
 

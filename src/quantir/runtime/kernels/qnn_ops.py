@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import quote_name
 from ...ir import Operation
 from ...ir.dialects import qnn, quant
-from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType
+from ...types import QuantizedType, TensorType, UniformQuantizedPerAxisType, UniformQuantizedSubChannelType
 from .. import qkernels as qk
 from .limits import check_allocation
 
@@ -262,10 +262,22 @@ def qcast(op: Operation, x):
 
 def dcast(op: Operation, q):
     t = _q(op.operands[0].type)
+    if isinstance(t, UniformQuantizedSubChannelType):   # block-wise weights (quantize.weight_only)
+        return dequantize_sub_channel(q, t)
     if isinstance(t, UniformQuantizedPerAxisType):
         return qk.dequantize(q, scale=np.asarray(t.scales), zero_point=np.asarray(t.zero_points),
                              axis=t.quantized_dimension)
     return qk.dequantize(q, scale=t.scale, zero_point=t.zero_point)
+
+
+def dequantize_sub_channel(q, t: UniformQuantizedSubChannelType) -> np.ndarray:
+    """``f32(double(s)·(q - zp))`` with each scale and zero point repeated over its block (a dim
+    without a block size is one block: its single scale broadcasts)."""
+    s, zp = t.scales_array(), t.zero_points_array()
+    for d, b in t.block_sizes:
+        s, zp = np.repeat(s, b, axis=d), np.repeat(zp, b, axis=d)
+    q = np.asarray(q)
+    return (s * (q.astype(np.int64) - zp).astype(np.float64)).astype(np.float32)
 
 
 def scast(op: Operation, x):
