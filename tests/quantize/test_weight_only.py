@@ -181,6 +181,20 @@ def test_calibration_uses_gptq_and_lowers_the_output_error(model_path):
     err = {k: np.sum((x @ (w1 - _dequantized_weights(r)["w1"])) ** 2) for k, r in (("plain", plain),
                                                                                     ("tuned", tuned))}
     assert err["tuned"] < 0.8 * err["plain"], err
+    assert {x.name: x.rounding for x in tuned.layers} == {"table": "mse", "w1": "gptq", "w2": "gptq",
+                                                          "w3": "mse, E[x^2]-weighted"}
+    assert "w2 (fc2, gemm 32x96, block 32 along axis 1, gptq)" in tuned.summary()
+    # GPTQ's integers and scales land in the weights' own layouts (the Gemm's B is transposed):
+    # the interpreter is the float model on the dequantized weights, as ONNX Runtime runs it
+    import onnxruntime as ort
+    proto, deq, f = onnx.load(model_path), _dequantized_weights(tuned), feeds()
+    for i, t in enumerate(proto.graph.initializer):
+        if t.name in deq:
+            proto.graph.initializer[i].CopyFrom(numpy_helper.from_array(deq[t.name], t.name))
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, f)
+    got = qr.run(tuned.module, f)
+    for name, w in zip(("emb", "out", "conv"), want):
+        np.testing.assert_allclose(got[name], w, rtol=1e-5, atol=1e-5)
 
 
 def test_summary_lists_layers_left_float_and_sizes(model_path):

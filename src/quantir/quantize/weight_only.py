@@ -379,6 +379,7 @@ class WeightLayer:
     sqnr_rtn_db: float
     float_bytes: int
     quantized_bytes: int
+    rounding: str = "mse"   # "rtn", "mse", "mse, E[x^2]-weighted" or "gptq"
 
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -420,12 +421,14 @@ class WeightOnlyResult:
 
     def summary(self) -> str:
         lines = [f"weight-only {self.config.describe()}"
-                 + (" (error weighted by the calibration inputs' E[x^2])" if self.calibrated else "")
+                 + (" with calibration data (GPTQ on MatMul/Gemm weights, E[x^2]-weighted search on the others)"
+                    if self.calibrated else "")
                  + f": {len(self.layers)} weights quantized, {len(self.left_float)} left float"]
-        lines.append(f"  {'SQNR dB':>8} {'RTN dB':>8}  weight (op, shape, granularity)")
+        lines.append(f"  {'SQNR dB':>8} {'RTN dB':>8}  weight (op, shape, granularity[, rounding])")
         for x in self.layers:
+            how = f", {x.rounding}" if x.rounding != self.config.rounding else ""
             lines.append(f"  {x.sqnr_db:8.2f} {x.sqnr_rtn_db:8.2f}  {x.name} ({x.op}, {x.kind} "
-                         f"{'x'.join(map(str, x.shape))}, {x.granularity})")
+                         f"{'x'.join(map(str, x.shape))}, {x.granularity}{how})")
         if self.left_float:
             lines.append("left float:")
             lines += [f"  {x.name} ({x.op}, {x.kind}, {x.elements} elements): {x.reason}" for x in self.left_float]
@@ -590,10 +593,12 @@ def quantize_weights(module: Module, config: WeightOnlyConfig,
             done[v] = _emit_chain(b, qz, site, config, v, op)
             gran = (f"per channel, axis {site.channel_axis}" if config.block_size is None else
                     f"block {config.block_size} along axis {site.block_axis}")
+            rounding = ("rtn" if config.rounding == "rtn" else "gptq" if how == "hessian" and w.ndim == 2 else
+                        "mse, E[x^2]-weighted" if how == "diag" else "mse")
             stored = _stored_bytes(qz, config)
             saved += w.nbytes - stored
             layers.append(WeightLayer(v.name_hint or "?", op.label or op.name, site.kind, tuple(w.shape), gran,
-                                      qz.sqnr_db, qz.sqnr_rtn_db, int(w.nbytes), stored))
+                                      qz.sqnr_db, qz.sqnr_rtn_db, int(w.nbytes), stored, rounding))
         operands = [done[v] if i == site.operand else mapping.lookup(x) for i, x in enumerate(op.operands)]
         b.clone(op, mapping, operands=operands)
     new.update_type()
