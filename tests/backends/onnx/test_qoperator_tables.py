@@ -55,6 +55,7 @@ BINARY = {
     "qnn.mul": [(qt(0.05, 3), qt(0.02, -7), qt(0.01, 1), {})],
     "qnn.maximum": [(qt(0.05, 3), qt(0.05, 3), qt(0.05, 3), {})],
     "qnn.minimum": [(qt(0.05, 3), qt(0.05, 3), qt(0.05, 3), {})],
+    "qnn.squared_difference": [(qt(0.05, 3), qt(0.02, -7), qt(0.02, -100), {})],
 }
 # the binary ops ONNX Runtime has a QLinear kernel for keep it (within a step, measured elsewhere);
 # maximum / minimum are Max / Min on the stored integers (test_maximum_minimum_on_int8)
