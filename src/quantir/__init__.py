@@ -20,13 +20,16 @@ _LAZY = {
     "load": ("quantir.api", "load"),
     "quantize": ("quantir.api", "quantize"),
     "quantize_weights": ("quantir.api", "quantize_weights"),
+    "quantize_dynamic": ("quantir.api", "quantize_dynamic"),
     "Result": ("quantir.api", "Result"),
     "Config": ("quantir.quantize.config", "Config"),
     "WeightOnlyConfig": ("quantir.quantize.weight_only", "WeightOnlyConfig"),
+    "DynamicConfig": ("quantir.quantize.dynamic", "DynamicConfig"),
     "run": ("quantir.runtime", "run"),
     "data": ("quantir.quantize.data", None),
 }
-__all__ = ["load", "quantize", "quantize_weights", "Result", "Config", "WeightOnlyConfig", "run", "data", "__version__"]
+__all__ = ["load", "quantize", "quantize_weights", "quantize_dynamic", "Result", "Config", "WeightOnlyConfig",
+           "DynamicConfig", "run", "data", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

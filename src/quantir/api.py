@@ -461,3 +461,32 @@ def _save_weight_only(result, path, *, matmul_nbits: bool = True, make_parents: 
         from .backends.onnx.weight_only import save_weight_only
         save_weight_only(result.module, p, matmul_nbits=matmul_nbits)
     return p
+
+
+def quantize_dynamic(model: Any, config: Any = None):
+    """Dynamic quantization (``quantize.dynamic``): MatMul/Gemm weights int8 per output channel,
+    activations quantized at run time (DynamicQuantizeLinear + MatMulInteger); no calibration
+    data. Returns a ``DynamicResult`` (``summary()``, ``save()`` to .onnx or .mlir)."""
+    from .quantize import dynamic as dy
+    result = dy.quantize_dynamic(load(model), config or dy.DynamicConfig())
+    result._writer = _save_dynamic
+    return result
+
+
+def _save_dynamic(result, path, *, opset: int | None = None, make_parents: bool = False) -> Path:
+    """``DynamicResult.save``: ``.onnx`` (the module op for op: standard ONNX ops) or ``.mlir``, atomically."""
+    from .fileio import atomic_write, prepare_output
+    p = Path(path)
+    if p.suffix not in (".onnx", ".mlir"):
+        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a dynamic model is saved as .onnx or .mlir")
+    prepare_output(p, make_parents=make_parents)
+    if p.suffix == ".mlir":
+        from .text import print_module
+        atomic_write(p, print_module(result.module).encode())
+    else:
+        from .backends.onnx.api import export
+        from .backends.onnx.exporter import write_model
+        model = export(result.module, opset=opset).model
+        model.doc_string = "quantir dynamic quantization: int8 weights per channel, activations at run time"
+        write_model(model, p)
+    return p

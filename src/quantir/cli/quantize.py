@@ -12,7 +12,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", nargs="+", metavar="NPZ",
                    help=".npz of calibration samples: keys are input names, axis 0 indexes samples; several "
                         "files for a model with dynamic dims, one sample size per file (required, except "
-                        "with --weights-only)")
+                        "with --weights-only and --dynamic)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="dynamic quantization (no --data; .onnx or .mlir): MatMul/Gemm weights int8 per channel, "
+                        "activations quantized at run time (DynamicQuantizeLinear + MatMulInteger); "
+                        "--exclude NODE keeps MatMuls float")
     w = p.add_argument_group("weight-only quantization (no --data needed; .onnx or .mlir)")
     w.add_argument("--weights-only", choices=("int8", "int4"), default=None,
                    help="quantize only the MatMul/Gemm/Conv weights and Gather tables; activations stay float. "
@@ -71,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     from ..fileio import check_outputs
     from ..quantize.config import Config
 
+    if args.dynamic:
+        return run_dynamic(args)
     if args.weights_only is not None:
         return run_weights_only(args)
     from ..errors import CalibrationError, QuantirError
@@ -139,5 +145,34 @@ def run_weights_only(args: argparse.Namespace) -> int:
         print(result.summary())
         before, after = os.path.getsize(args.model), os.path.getsize(args.output)
         print(f"file size: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB ({after / before:.3f}x)")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def run_dynamic(args: argparse.Namespace) -> int:
+    """``--dynamic``: quantize_dynamic, its summary, the model written atomically; no calibration data."""
+    from ..api import quantize_dynamic
+    from ..errors import OutputError, QuantirError
+    from ..fileio import check_outputs
+    from ..quantize.dynamic import DynamicConfig
+
+    if args.weights_only is not None or args.data:
+        raise QuantirError("--dynamic needs no calibration data and cannot be combined with --weights-only or "
+                           "--data: drop one")
+    if Path(args.output).suffix not in (".onnx", ".mlir"):
+        raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: a dynamic "
+                          f"model is written as .onnx or .mlir")
+    if args.summary and Path(args.summary).suffix != ".json":
+        raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
+    check_outputs({"-o": args.output, "--summary": args.summary}, {"input model": args.model})
+    result = quantize_dynamic(args.model, DynamicConfig(exclude=tuple(args.exclude)))
+    result.save(args.output)
+    if args.summary:
+        import json
+
+        from ..fileio import atomic_write
+        atomic_write(Path(args.summary), json.dumps(result.summary_dict(), indent=2).encode())
+    if not args.quiet:
+        print(result.summary())
         print(f"wrote {args.output}")
     return 0
