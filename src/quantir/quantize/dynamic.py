@@ -24,14 +24,17 @@ sequence) 1x64 / 1x128 / 32x64 / 32x128 (fp32: 14.6 / 26.6 / 413 / 916):
 (b) com.microsoft.DynamicQuantizeMatMul written directly (it accepts per-column B scales): the
     same cosine, 5.0 / 9.1 / 147 / 409 ms: each node quantizes its input again, so Q, K and V pay
     three times; and it is a contrib op that no other runtime, nor quantir's importer, reads;
-(c) ONNX Runtime's own ``quantize_dynamic`` (QInt8 weights, per tensor / per channel):
+(c) QDQ with dynamic scales (DynamicQuantizeLinear -> DequantizeLinear -> MatMul, the weight a
+    per-axis DequantizeLinear): fused into the same kernels, but the bias Adds stay unfused, 156 vs
+    138 ms at 32x64 (another run, (a) and (c) side by side);
+ONNX Runtime's own ``quantize_dynamic`` (QInt8 weights, per tensor / per channel):
     6.4 / 11.9 / 193 / 472 and 6.7 / 12.1 / 193 / 469 ms.
 
 So (a), standard ONNX, is the only form written.
 
 Accuracy. Mean sentence-embedding cosine vs fp32 over the 713 evaluation sentences: (a) 0.9934
 (min 0.982); ONNX Runtime's ``quantize_dynamic`` 0.9618 per tensor, 0.9932 per channel. Per-tensor
-uint8 activations over the whole batch are what limits it, not the weights (42 dB SQNR): leaving
+uint8 activations over the whole batch are what limits it, not the weights (33-43 dB SQNR): leaving
 one layer float at a time, the FFN output MatMuls (their input is GELU's, with a few very large
 channels) cost most — layer 0's 0.0012, layer 2's 0.0007, layer 1's 0.0005 on the calibration
 sentences (the same order on the evaluation ones, where the FFN input MatMuls cost about 0.0005 each
