@@ -42,3 +42,14 @@ def round_robin(sessions: dict, feed: dict, rounds: int, budget_s: float, min_ro
         if r + 1 >= min_rounds and time.perf_counter() - start > budget_s:
             break
     return times
+
+
+def session(path: Path, threads: int = 1):
+    """An ONNX Runtime CPU session for timing: ``threads`` intra-op threads that do not spin between
+    runs (a spinning thread would steal the core the models measured round-robin share)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

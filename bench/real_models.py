@@ -51,20 +51,11 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 from _real_data import MODELS, DataUnavailable  # noqa: E402
 from _real_metrics import CRITERIA, accuracy, meets  # noqa: E402
-from _results import machine, round_robin, write_json  # noqa: E402
+from _results import machine, round_robin, write_json, session  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "real_models.json"
 ONE_BY_ONE = {"layout", "yolo", "dddd_rec"}   # inputs with a fixed batch of 1
 ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
-
-
-def session(path: Path, threads: int = 1):
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def batches(kind: str, x: np.ndarray, size: int = 8) -> list[np.ndarray]:

@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import machine, round_robin, write_json  # noqa: E402
+from _results import machine, round_robin, write_json, session  # noqa: E402
 
 from quantir.datasets import sentences as S  # noqa: E402
 from quantir.datasets.wordpiece import WordPiece, batches_by_length  # noqa: E402
@@ -87,15 +87,6 @@ def latency_feed(tokenizer: WordPiece, length: int) -> dict[str, np.ndarray]:
 
 
 # -- measuring one model -----------------------------------------------------------------------------
-
-def session(path: Path, threads: int = 1):
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
 
 def embed(path: Path, batches, n: int, threads: int) -> np.ndarray:
     sess = session(path, threads)
