@@ -118,4 +118,111 @@ def check_qdq(module: Module | Function) -> spec.CheckReport:
     checked, violations = weight_only_rows(module.main if isinstance(module, Module) else module)
     report.checked += checked
     report.violations.extend(violations)
+    # dynamic-range ops: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(x_scale * w_scale)
+    checked, violations = dynamic_rows(module.main if isinstance(module, Module) else module)
+    report.checked += checked
+    report.violations.extend(violations)
     return report
+
+
+# -- dynamic-range rows ------------------------------------------------------------------------------
+# A dynamic export (quantize/dynamic.py) computes each quantized MatMul as
+#   DynamicQuantizeLinear(x) -> MatMulInteger(xq, Wq, x_zp, w_zp) -> Cast f32 -> Mul(x_scale * w_scale)
+# which is LiteRT's dynamic-range ("hybrid") FULLY_CONNECTED, or BATCH_MATMUL for a weight of rank > 2.
+# The file holds the weight scale only in the rescale, so that is where the row reads it.
+
+def _result_of(v: Value, opdef, index: int) -> Operation | None:
+    """The op ``opdef`` that produced ``v`` as its result ``index``, or None."""
+    op = _producer(v, opdef)
+    return op if op is not None and getattr(v, "index", None) == index else None
+
+
+def _rescale_factors(acc: Value) -> tuple[list[Value], Operation | None]:
+    """The factors the float accumulator is multiplied by and the Mul that ends the rescale (None
+    without one). The scale product may be formed first, Mul(acc, Mul(x_scale, w_scale)), or applied
+    in two Muls; the walk stops once it has a run-time scale and a constant, so a float Mul after the
+    layer (an attention's 1/sqrt(d)) is not taken for part of the rescale."""
+    casts = [u for u, _ in acc.uses if u.opdef is nn.CAST]
+    if len(acc.uses) != 1 or not casts:
+        return [], None
+    v, leaves, last = casts[0].results[0], [], None
+    for _ in range(2):
+        if len(v.uses) != 1 or v.uses[0][0].opdef is not nn.MUL:
+            break
+        last, i = v.uses[0]
+        todo = [last.operands[1 - i]]
+        while todo:
+            f = todo.pop()
+            inner = _producer(f, nn.MUL)
+            if inner is not None:
+                todo.extend(inner.operands)
+            else:
+                leaves.append(f)
+        if any(_result_of(f, nn.DYNAMIC_QUANTIZE_LINEAR, 1) for f in leaves) and any(
+                _const(f) is not None for f in leaves):
+            break
+        v = last.results[0]
+    return leaves, last
+
+
+def _dynamic_row(op: Operation) -> tuple[str, list[tuple[str, str]]]:
+    """(LiteRT kind, [(where, message)]) for one MatMulInteger of a dynamic export."""
+    found: list[tuple[str, str]] = []
+    w = _const(op.operands[1]) if len(op.operands) > 1 else None
+    kind = "BATCH_MATMUL" if w is not None and w.ndim > 2 else "FULLY_CONNECTED"
+    kind += " (dynamic range)"
+    # the activation: uint8, quantized at run time, with its own zero point
+    dql = _result_of(op.operands[0], nn.DYNAMIC_QUANTIZE_LINEAR, 0)
+    if dql is None:
+        found.append(("input 0", "the activation must be quantized at run time by DynamicQuantizeLinear (uint8)"))
+    elif len(op.operands) < 3 or op.operands[2] is not dql.results[2]:
+        found.append(("input 0", "the activation zero point must be its DynamicQuantizeLinear's zero point"))
+    # the weight: int8 constant, symmetric, narrow range
+    if w is None:
+        found.append(("input 1", "the weight must be a constant (LiteRT has no hybrid kernel for two activations)"))
+        return kind, found
+    if w.dtype != np.int8:
+        found.append(("input 1", f"the weight must be stored as int8, found {w.dtype}"))
+    elif w.size and (w.min() < -127 or w.max() > 127):
+        found.append(("input 1", f"weight values must be in [-127, 127] (symmetric), found [{w.min()}, {w.max()}]"))
+    channels = w.shape[-1] if w.ndim else 1
+    wz = _const(op.operands[3]) if len(op.operands) > 3 and op.operands[3] is not None else np.zeros((), np.int8)
+    if wz is None:
+        found.append(("input 1", "the weight zero point must be a constant 0"))
+    elif np.any(wz != 0):
+        found.append(("input 1", f"the weight is symmetric: its zero point must be 0, "
+                                 f"found {np.unique(wz)[:4].tolist()}"))
+    elif wz.size not in (1, channels):
+        found.append(("input 1", f"{wz.size} weight zero points for {channels} output channels"))
+    # the rescale: exactly this input's run-time scale times the weight scales
+    leaves, last = _rescale_factors(op.results[0])
+    consts = [c for c in (_const(v) for v in leaves) if c is not None]
+    x_scales = [v for v in leaves if _result_of(v, nn.DYNAMIC_QUANTIZE_LINEAR, 1) is not None]
+    if last is None:
+        found.append(("output 0", "the accumulator must be cast to float and multiplied by x_scale * w_scale"))
+    elif dql is not None and (len(x_scales) != 1 or x_scales[0] is not dql.results[1]):
+        found.append(("output 0", "the rescale must use the scale of the DynamicQuantizeLinear that quantized "
+                                  "this input, once"))
+    elif len(consts) != 1 or len(leaves) != 2:
+        found.append(("output 0", "the rescale must be x_scale times one constant weight scale"))
+    else:
+        s = consts[0]
+        per_tensor, per_channel = s.size == 1, s.ndim >= 1 and s.shape[-1] == channels and s.size == channels
+        if not (per_tensor or per_channel):
+            found.append(("output 0", f"weight scales of shape {list(s.shape)}: one per tensor or one per output "
+                                      f"channel (the weight's last axis, {channels})"))
+        elif not np.all(np.isfinite(s)) or np.any(s <= 0):
+            found.append(("output 0", "weight scales in the rescale must be finite and positive"))
+    return kind, found
+
+
+def dynamic_rows(fn: Function) -> tuple[int, list[spec.Violation]]:
+    """(ops checked, violations) for the MatMulIntegers of a dynamic export."""
+    checked, found = 0, []
+    for op in fn.ops:
+        if op.opdef is not nn.MATMUL_INTEGER:
+            continue
+        checked += 1
+        kind, problems = _dynamic_row(op)
+        found += [spec.Violation(op.label or op.name, kind, where, m) for where, m in problems]
+    return checked, found

@@ -1,0 +1,100 @@
+"""`quantir check` on dynamic exports (quantize/dynamic.py): each MatMulInteger, with the
+DynamicQuantizeLinear of its input and its int8 weight, is one dynamic-range FULLY_CONNECTED, checked
+for what the mode promises; files broken by hand give the violation, naming the node. Every broken
+file still runs in ONNX Runtime: these are valid graphs that break the dynamic-range contract."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import quantir as qr
+from quantir.cli.main import main as cli
+
+from .test_dynamic import MINILM, feeds, model_proto
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> onnx.ModelProto:
+    d = tmp_path_factory.mktemp("dyncheck")
+    onnx.save(model_proto(), d / "model.onnx")
+    return onnx.load(qr.quantize_dynamic(d / "model.onnx").save(d / "model.dyn.onnx"))
+
+
+def _check(proto: onnx.ModelProto, path: Path, capsys) -> tuple[int, str]:
+    onnx.save(proto, path)
+    import onnxruntime as ort   # the broken file is still a model ONNX Runtime runs
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds(1))
+    code = cli(["check", str(path)])
+    return code, capsys.readouterr().out
+
+
+def _edit_initializer(proto: onnx.ModelProto, name: str, edit) -> onnx.ModelProto:
+    p = onnx.ModelProto()
+    p.CopyFrom(proto)
+    for i, t in enumerate(p.graph.initializer):
+        if t.name == name:
+            p.graph.initializer[i].CopyFrom(numpy_helper.from_array(edit(numpy_helper.to_array(t).copy()), name))
+            return p
+    raise KeyError(name)
+
+
+def test_a_dynamic_export_passes_with_each_matmulinteger_checked(exported, tmp_path, capsys):
+    code, out = _check(exported, tmp_path / "ok.onnx", capsys)
+    assert code == 0 and "3 ops checked, 0 violations" in out   # fc_a, fc_b, fc_g; the head stays float
+
+
+def test_a_per_tensor_weight_scale_is_accepted(exported, tmp_path, capsys):
+    # one scale for the whole weight (ONNX Runtime's per-tensor form) is a legal dynamic-range weight
+    p = _edit_initializer(exported, "a_weight_scale", lambda s: np.asarray([s.max()], np.float32))
+    code, out = _check(p, tmp_path / "tensor.onnx", capsys)
+    assert code == 0 and "3 ops checked, 0 violations" in out
+
+
+def _set(value):
+    def edit(a):
+        a.ravel()[0] = value
+        return a
+    return edit
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("a_weight_quantized", _set(-128), "weight values must be in [-127, 127] (symmetric), found [-128,"),
+    ("a_weight_zero_point", lambda z: np.asarray(3, np.int8), "its zero point must be 0, found [3]"),
+    ("a_weight_scale", _set(-0.01), "weight scales in the rescale must be finite and positive"),
+])
+def test_broken_weights_and_scales_are_named(exported, tmp_path, capsys, name, edit, message):
+    code, out = _check(_edit_initializer(exported, name, edit), tmp_path / "bad.onnx", capsys)
+    assert code != 0 and "1 violation" in out, out
+    line = next(x for x in out.splitlines() if "fc_a" in x)
+    assert "FULLY_CONNECTED (dynamic range)" in line and message in line, line
+
+
+def test_a_rescale_with_another_inputs_scale_is_a_violation(exported, tmp_path, capsys):
+    # fc_g's rescale reads fc_a's run-time scale (x_scale, of another tensor): the product is not its own
+    p = onnx.ModelProto()
+    p.CopyFrom(exported)
+    node = next(n for n in p.graph.node if n.op_type == "Mul" and "g_weight_scale" in n.input)
+    node.input[list(node.input).index("r_scale")] = "x_scale"
+    code, out = _check(p, tmp_path / "bad_scale.onnx", capsys)
+    assert code != 0 and "1 violation" in out
+    line = next(x for x in out.splitlines() if "fc_g" in x)
+    assert "the scale of the DynamicQuantizeLinear that quantized this input" in line, line
+
+
+def test_a_uint8_weight_is_a_violation(exported, tmp_path, capsys):
+    p = _edit_initializer(exported, "b_weight_quantized", lambda w: (w.astype(np.int16) + 128).astype(np.uint8))
+    p = _edit_initializer(p, "b_weight_zero_point", lambda z: np.asarray(128, np.uint8))
+    code, out = _check(p, tmp_path / "u8.onnx", capsys)   # ONNX Runtime's QUInt8 weights: not LiteRT's
+    assert code != 0 and "the weight must be stored as int8, found uint8" in out and "fc_b" in out
+
+
+@pytest.mark.skipif(not MINILM.is_file(), reason="MiniLM not downloaded (make models)")
+def test_minilm_dynamic_export_passes(tmp_path, capsys):
+    # fast: about 2 s (quantize, save, check)
+    out = qr.quantize_dynamic(MINILM).save(tmp_path / "minilm.dyn.onnx")
+    assert cli(["check", str(out)]) == 0
+    assert "36 ops checked, 0 violations" in capsys.readouterr().out   # 6 layers x (Q, K, V, O, FFN in, out)
