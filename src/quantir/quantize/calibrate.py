@@ -177,10 +177,10 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     batches: Iterator = dataset.batches(specs, config.batch_size, config.max_samples)
     progress = _progress(config, dataset)
     for batch in batches:
-        n_all = next(iter(batch.values())).shape[0]
-        rows = held_out_rows(index, n_all, stride, keep_samples) if held_n < hold_out else np.zeros(n_all, bool)
-        rows &= np.cumsum(rows) <= hold_out - held_n
+        first, n_all = index, next(iter(batch.values())).shape[0]
         index += n_all
+        rows = held_out_rows(first, n_all, stride, keep_samples)
+        rows &= np.cumsum(rows) <= hold_out - held_n   # none once hold_out are set aside (or hold_out is 0)
         for name, array in batch.items():   # the health checks look at every sample the user gave
             inputs[name].update(array)
         if rows.any():
@@ -191,7 +191,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
             if rows.all():
                 continue
             batch = {k: v[~rows] for k, v in batch.items()}
-        results = _run_batch(engine, batch, seen)
+        results = _run_batch(engine, batch, first, n_all)
         for v, obs in observers.items():
             array = results[v.name_hint]
             for o in obs:
@@ -215,15 +215,15 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs, held_out=held)
 
 
-def _run_batch(engine: Engine, batch: dict[str, np.ndarray], first: int) -> dict[str, np.ndarray]:
-    """``engine.run(batch)``; a failure names the samples and their shapes (a size the model cannot
-    take: inputs that disagree on a dim they share, a width the network's strides do not divide)."""
+def _run_batch(engine: Engine, batch: dict[str, np.ndarray], first: int, n: int) -> dict[str, np.ndarray]:
+    """``engine.run(batch)``; a failure names the samples (their dataset indices ``first`` ..
+    ``first + n - 1``, held-out ones included) and their shapes (a size the model cannot take:
+    inputs that disagree on a dim they share, a width the network's strides do not divide)."""
     try:
         return engine.run(batch)
     except CalibrationError:
         raise
     except QuantirError as e:
-        n = next(iter(batch.values())).shape[0] if batch else 0
         which = f"sample {first}" if n <= 1 else f"samples {first}-{first + n - 1}"
         shapes = ", ".join(f"'{k}' {tuple(v.shape)}" for k, v in batch.items())
         raise CalibrationError(f"calibration {which} ({shapes}): the float model cannot run on them: {e}") from None
