@@ -61,6 +61,7 @@ from ..ir.dialects import arith, nn
 from ..ir.mapping import IRMapping
 from ..types import FloatType, IntegerType
 from .weight_only import MIN_ELEMENTS, FloatWeight, WeightOnlyConfig, _constant, _float_weight, quantize_array
+from .weight_only.sites import candidate
 
 __all__ = ["DynamicConfig", "DynamicResult", "DynamicError", "DynamicLayer", "quantize_dynamic"]
 
@@ -135,29 +136,22 @@ class DynamicResult:
 # -- the rewrite -----------------------------------------------------------------------------------
 
 def _site(op: Operation, config: DynamicConfig) -> tuple[np.ndarray | None, str | None]:
-    """(the weight as [K, N], None), (None, why it stays float), or (None, None) for other ops."""
-    if op.opdef is nn.MATMUL:
-        w = _constant(op.operands[1]) if len(op.operands) > 1 else None
-        if w is None:
-            return None, None
-        if w.ndim != 2:
-            return None, f"a constant B of rank {w.ndim} (batched weights are not quantized)"
-        kind = "matmul"
-    elif op.opdef is nn.GEMM:
-        w = _constant(op.operands[1])
-        if w is None:
-            return None, None
+    """(the weight as [K, N], None), (None, why it stays float), or (None, None) for other ops. The
+    constant weights are weight-only quantization's (``weight_only.candidate``); a Gemm must also be
+    a plain product of its input (the rewrite keeps no transA or alpha)."""
+    site, why = candidate(op)
+    if site is None or site.kind not in OPS:
+        return None, why if op.opdef is nn.MATMUL else None
+    w = _constant(op.operands[1])
+    if site.kind == "gemm":
         if op.attr("trans_a") or float(op.attr("alpha") if op.attr("alpha") is not None else 1.0) != 1.0:
             return None, "a Gemm with transA or alpha != 1"
         beta = op.attr("beta")
         if len(op.operands) > 2 and beta is not None and float(beta) != 1.0 and _constant(op.operands[2]) is None:
             return None, "a Gemm with beta != 1 and a computed C"
         w = w.T if op.attr("trans_b") else w
-        kind = "gemm"
-    else:
-        return None, None
-    if kind not in config.ops:
-        return None, f"{kind} weights not chosen (ops: {', '.join(config.ops)})"
+    if site.kind not in config.ops:
+        return None, f"{site.kind} weights not chosen (ops: {', '.join(config.ops)})"
     if w.size < config.min_elements:
         return None, f"{w.size} elements, under min_elements {config.min_elements}"
     if (op.label or "") in config.exclude:
