@@ -103,6 +103,7 @@ from quantir.ir.dialects import func, nn, qnn, quant
 from quantir.ir.mapping import IRMapping
 from quantir.ir.dialects.nn_conv import window_geometry
 from quantir.ir.dialects.nn_index import slice_bounds
+from quantir.ir.dialects.nn_shape import shape_slice
 from quantir.types import FloatType, IntegerType, QuantizedType, TensorType, UniformQuantizedPerAxisType
 
 __all__ = ["Form", "TFLiteExport", "export_tflite", "save_tflite", "NHWC_PERM", "NCHW_PERM"]
@@ -177,16 +178,6 @@ def _dtype(v: Value) -> np.dtype:
                              "(only int8/int32 quantized, int32 and float32 tensors are written)")
 
 
-def _as_typed(arr: np.ndarray, v: Value) -> np.ndarray:
-    """A constant's array in its value's static shape (a splat may be stored as one element)."""
-    shape = getattr(v.type, "shape", None)
-    if shape is None or None in shape or arr.shape == tuple(shape):
-        return arr
-    if arr.size == int(np.prod(shape, dtype=np.int64)):
-        return arr.reshape(shape)
-    return np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr
-
-
 class _Exporter:
     def __init__(self, fn: Function, io: str):
         if io not in ("float", "int8"):
@@ -231,6 +222,7 @@ class _Exporter:
         if data.nbytes >= 1 << 31:   # e.g. a lazy splat of a file-chosen shape: flatbuffers hold < 2 GiB
             raise ResourceError(f"constant '{name}' of shape {list(data.shape)} needs {data.nbytes} bytes; "
                                 f"a .tflite file holds less than 2 GiB")
+        # (np.ascontiguousarray makes a 0-d array 1-D: keep the scalar's shape)
         return self.b.add_constant(self._name(name), np.ascontiguousarray(data).reshape(np.shape(data)), quantization)
 
     def int32(self, values, name: str) -> int:
@@ -253,7 +245,7 @@ class _Exporter:
             return have[form]
         data = quant.stored_constant(v)
         if data is not None:
-            arr = _as_typed(np.asarray(data), v)
+            arr = np.asarray(data)
             arr = arr.transpose(NHWC_PERM) if form is Form.NHWC else arr
             idx = self.constant(arr, (v.name_hint or "const") + ("/nhwc" if form is Form.NHWC else ""),
                                 _quantization(v))
@@ -857,7 +849,7 @@ def shape(ex: _Exporter, op: Operation) -> None:
     """SHAPE of the IR's layout (the NCHW dims the float model's Shape gives), as i64; ONNX's
     ``start``/``end`` pick some of the dims (a GATHER of them: LiteRT's SHAPE has no such option)."""
     x = op.operands[0]
-    start, end = slice_bounds_of_shape(op, len(x.type.shape))
+    start, end = shape_slice(len(x.type.shape), op.opdef.attr_values(op))
     if (start, end) == (0, len(x.type.shape)):
         ex.emit(OP.SHAPE, op, [ex.get(x, Form.ASIS)], Form.ASIS, ShapeOptions(out_type=TFLiteTensorType.INT64))
         return
@@ -866,14 +858,6 @@ def shape(ex: _Exporter, op: Operation) -> None:
     ex.b.add_operator(OP.SHAPE, [ex.get(x, Form.ASIS)], [dims], ShapeOptions(out_type=TFLiteTensorType.INT64))
     ex.emit(OP.GATHER, op, [dims, ex.int32(list(range(start, end)), f"{name}/picks")], Form.ASIS,
             GatherOptions(axis=0))
-
-
-def slice_bounds_of_shape(op: Operation, rank: int) -> tuple[int, int]:
-    """ONNX Shape's ``start``/``end`` (negative from the end, clamped) as a [start, end) of dims."""
-    def at(v, default):
-        v = default if v is None else int(v)
-        return min(max(v + rank if v < 0 else v, 0), rank)
-    return at(op.attr("start"), 0), at(op.attr("end"), rank)
 
 
 def _integers_only(op: Operation) -> None:
