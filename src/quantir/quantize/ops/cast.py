@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...ir import Operation, Value
 from ...ir.dialects import nn
 from ...rewrite import Match, Pat
-from ...types import FloatType, IntegerType, QuantizedType, TensorType
+from ...types import FloatType, IntegerType, QuantizedType, element_type_of
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region
@@ -28,13 +28,9 @@ from .registry import QuantOp, declare
 INT8_LIMITS = (-128.0, 127.0)
 
 
-def _element(v: Value):
-    return v.type.element_type if isinstance(v.type, TensorType) else v.type
-
-
 def _check_cast(m: Match) -> str | None:
     op = m.ops["op"]
-    src, dst = _element(op.operands[0]), _element(op.results[0])
+    src, dst = element_type_of(op.operands[0].type), element_type_of(op.results[0].type)
     if not isinstance(src, IntegerType):
         return f"a cast from {src} is not a cast of integers (only integer and bool inputs are stored as they are)"
     if not isinstance(dst, FloatType):
@@ -59,7 +55,7 @@ def lower_cast(lw: Lowerer, r: Region) -> Value:
 
 def integers_as_they_are(op: Operation) -> str | None:
     """``quantir check``: the cast's quantized type must hold the integers themselves."""
-    q = _element(op.results[0])
+    q = element_type_of(op.results[0].type)
     if isinstance(q, QuantizedType) and (getattr(q, "scale", None) != 1.0 or getattr(q, "zero_point", None) != 0):
         return f"a CAST of integers into {q}: only scale 1 and zero point 0 store the integers as they are"
     return None
