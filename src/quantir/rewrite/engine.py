@@ -42,6 +42,27 @@ class Rewriter:
         return c
 
 
+class NamedOps:
+    """What an expansion inserts before the op it rewrites (the anchor), named after it: each result
+    ``<name>.<what>``, each op labelled ``<label>/<what>`` (an empty ``what``: the anchor's own name
+    and label), so the summary and the integer trace tell which op every new value comes from."""
+
+    def __init__(self, rw: Rewriter, anchor: Operation, default: str):
+        self.rw = rw
+        self.name = anchor.results[0].name_hint or default
+        self.label = anchor.label or self.name
+
+    def constant(self, value, what: str) -> Value:
+        return self.rw.f32_constant(value, f"{self.name}.{what}")
+
+    def op(self, opdef, operands, result_type, what: str, **attrs) -> Value:
+        new = opdef.build(operands, [result_type], **attrs)
+        new.label = f"{self.label}/{what}" if what else self.label
+        out = self.rw.insert(new).result
+        out.name_hint = f"{self.name}.{what}" if what else self.name
+        return out
+
+
 RewriteFn = Callable[[Rewriter, Match], "Sequence[Value] | None"]
 CheckFn = Callable[[Match], "str | None"]
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn, quant
-from ...rewrite import Match, Pat, Rewriter, Rule
+from ...rewrite import Match, NamedOps, Pat, Rewriter, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
 from ...types import FloatType, TensorType, UniformQuantizedType
@@ -328,22 +328,11 @@ def _check_hard_sigmoid(m: Match) -> str | None:
 
 def _expand_hard_sigmoid(rw: Rewriter, m: Match) -> list[Value]:
     op, x = m.ops["op"], m["x"]
-    y = op.results[0]
-    label = op.label or y.name_hint or "hard_sigmoid"
-
-    def constant(value: float, what: str) -> Value:
-        return rw.f32_constant(value, f"{y.name_hint}.{what}")
-
-    def insert(opdef, operands, what: str, **attrs) -> Value:
-        new = opdef.build(operands, [y.type], **attrs)
-        new.label = f"{label}/{what}" if what else label
-        out = rw.insert(new).result
-        out.name_hint = f"{y.name_hint}.{what}" if what else y.name_hint
-        return out
-
-    scaled = insert(nn.MUL, [x, constant(float(op.attr("alpha")), "alpha")], "scaled")
-    shifted = insert(nn.ADD, [scaled, constant(float(op.attr("beta")), "beta")], "shifted")
-    return [insert(nn.CLIP, [shifted], "", min=0.0, max=1.0)]
+    t = op.results[0].type
+    b = NamedOps(rw, op, "hard_sigmoid")
+    scaled = b.op(nn.MUL, [x, b.constant(float(op.attr("alpha")), "alpha")], t, "scaled")
+    shifted = b.op(nn.ADD, [scaled, b.constant(float(op.attr("beta")), "beta")], t, "shifted")
+    return [b.op(nn.CLIP, [shifted], t, "", min=0.0, max=1.0)]
 
 
 HARD_SIGMOID = declare_expansion(Rule(

@@ -37,7 +37,7 @@ import numpy as np
 
 from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
-from ...rewrite import Match, Pat, Rule
+from ...rewrite import Match, NamedOps, Pat, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
 from ...numerics import quantize_tflite
@@ -373,26 +373,7 @@ def _check_layer_norm_op(m: Match) -> str | None:
     return None
 
 
-class _Builder:
-    """Inserts float ops before the op being expanded, named after it (``<name>.<what>``)."""
-
-    def __init__(self, rw, anchor: Operation):
-        self.rw, self.anchor = rw, anchor
-        self.name = anchor.results[0].name_hint or "layer_norm"
-        self.label = anchor.label or self.name
-
-    def constant(self, value, what: str) -> Value:
-        return self.rw.f32_constant(value, f"{self.name}.{what}")
-
-    def op(self, opdef, operands, like: Value, what: str, **attrs) -> Value:
-        new = opdef.build(operands, [like.type], **attrs)
-        new.label = f"{self.label}/{what}"
-        out = self.rw.insert(new).result
-        out.name_hint = f"{self.name}.{what}"
-        return out
-
-
-def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: TensorType,
+def _normalize(b: NamedOps, x: Value, axes: tuple[int, ...], eps: float, stats: TensorType,
                l2: bool) -> tuple[Value, float]:
     """The normalized rows and the factor still to multiply them by (folded into gamma when there is one).
 
@@ -401,12 +382,12 @@ def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: 
     rsqrt(mean((x - mean)²) + eps)`` as MEAN, SUB, MUL, MEAN, ADD, Reciprocal(Sqrt) (one RSQRT) and
     MUL, factor 1."""
     reduce = dict(axes=axes, keepdims=1)
-    mean = b.op(nn.REDUCE_MEAN, [x], _typed(stats), "mean", **reduce)
-    centered = b.op(nn.SUB, [x, mean], x, "centered")
+    mean = b.op(nn.REDUCE_MEAN, [x], stats, "mean", **reduce)
+    centered = b.op(nn.SUB, [x, mean], x.type, "centered")
     r = rank(x)
     channels = x.type.shape[-1] if r else None
     if l2 and axes == (r - 1,) and channels and eps <= L2_FORM_MAX_EPSILON:
-        return b.op(nn.LP_NORMALIZATION, [centered], x, "l2_normalized", axis=-1, p=2), float(np.sqrt(channels))
+        return b.op(nn.LP_NORMALIZATION, [centered], x.type, "l2_normalized", axis=-1, p=2), float(np.sqrt(channels))
     if axes == (r - 1,) and channels and x.type.shape is not None:
         # each row's sum of squares as the row times itself (BATCH_MATMUL [.., 1, C] x [.., C, 1]):
         # the kernel accumulates the exact products of the stored integers, where MUL(d, d) would
@@ -414,40 +395,33 @@ def _normalize(b: _Builder, x: Value, axes: tuple[int, ...], eps: float, stats: 
         # as the [CLS]/[SEP] rows of BERT's residual stream, leaves the small squares a few steps).
         # rsqrt(Σd² + C·eps) · sqrt(C) = rsqrt(mean(d²) + eps): the factor goes into gamma.
         shape = tuple(x.type.shape)
-        row = b.op(nn.UNSQUEEZE, [centered], _typed(TensorType(shape[:-1] + (1, channels), x.type.element_type)),
+        row = b.op(nn.UNSQUEEZE, [centered], TensorType(shape[:-1] + (1, channels), x.type.element_type),
                    "row", axes=(r - 1,))
-        column = b.op(nn.UNSQUEEZE, [centered], _typed(TensorType(shape + (1,), x.type.element_type)),
+        column = b.op(nn.UNSQUEEZE, [centered], TensorType(shape + (1,), x.type.element_type),
                       "column", axes=(r,))
-        squares = b.op(nn.MATMUL, [row, column], _typed(TensorType(shape[:-1] + (1, 1), x.type.element_type)),
+        squares = b.op(nn.MATMUL, [row, column], TensorType(shape[:-1] + (1, 1), x.type.element_type),
                        "sum_of_squares")
-        variance = b.op(nn.SQUEEZE, [squares], _typed(stats), "sum_of_squares_row", axes=(r,))
+        variance = b.op(nn.SQUEEZE, [squares], stats, "sum_of_squares_row", axes=(r,))
         factor, eps = float(np.sqrt(channels)), eps * channels
     else:
-        square = b.op(nn.MUL, [centered, centered], x, "square")
-        variance = b.op(nn.REDUCE_MEAN, [square], _typed(stats), "variance", **reduce)
+        square = b.op(nn.MUL, [centered, centered], x.type, "square")
+        variance = b.op(nn.REDUCE_MEAN, [square], stats, "variance", **reduce)
         factor = 1.0
     if eps:
-        variance = b.op(nn.ADD, [variance, b.constant(eps, "epsilon")], variance, "variance_eps")
-    root = b.op(nn.UNARY["sqrt"], [variance], variance, "sqrt")
-    inverse = b.op(nn.UNARY["reciprocal"], [root], variance, "rsqrt")
-    return b.op(nn.MUL, [centered, inverse], x, "normalized"), factor
-
-
-class _typed:
-    """A stand-in with a ``type`` for ``_Builder.op``'s result type."""
-
-    def __init__(self, t):
-        self.type = t
+        variance = b.op(nn.ADD, [variance, b.constant(eps, "epsilon")], variance.type, "variance_eps")
+    root = b.op(nn.UNARY["sqrt"], [variance], variance.type, "sqrt")
+    inverse = b.op(nn.UNARY["reciprocal"], [root], variance.type, "rsqrt")
+    return b.op(nn.MUL, [centered, inverse], x.type, "normalized"), factor
 
 
 def _expand_layer_norm_written(rw, m: Match, l2: bool = False) -> list[Value]:
     op, x = m.ops["op"], m.values["x"]
     axes, _ = _reduced(m.ops["mean"])
     eps = _scalar(m, "eps_variance_value") if m.ops.get("eps_variance") is not None else 0.0
-    b = _Builder(rw, op)
+    b = NamedOps(rw, op, "layer_norm")
     y, factor = _normalize(b, x, axes, float(eps), m.ops["mean"].results[0].type, l2)
     if factor != 1.0:
-        y = b.op(nn.MUL, [y, b.constant(factor, "sqrt_channels")], x, "normalized")
+        y = b.op(nn.MUL, [y, b.constant(factor, "sqrt_channels")], x.type, "normalized")
     return [y]
 
 
@@ -456,16 +430,16 @@ def _expand_layer_norm_op(rw, m: Match, l2: bool = False) -> list[Value]:
     r = rank(x)
     axes = tuple(range(op.attr("axis") % r, r))
     stats = TensorType(tuple(1 if i in axes else d for i, d in enumerate(x.type.shape)), x.type.element_type)
-    b = _Builder(rw, op)
+    b = NamedOps(rw, op, "layer_norm")
     y, factor = _normalize(b, x, axes, float(np.float32(op.attr("epsilon"))), stats, l2)
     gamma = op.operands[1]
     if factor != 1.0:
         g = constant_array(gamma)
         gamma = b.constant(g * factor, "gamma_sqrt_channels") if g is not None else \
-            b.op(nn.MUL, [gamma, b.constant(factor, "sqrt_channels")], gamma, "gamma_sqrt_channels")
-    y = b.op(nn.MUL, [y, gamma], op.results[0], "scaled")
+            b.op(nn.MUL, [gamma, b.constant(factor, "sqrt_channels")], gamma.type, "gamma_sqrt_channels")
+    y = b.op(nn.MUL, [y, gamma], op.results[0].type, "scaled")
     if len(op.operands) > 2 and op.operands[2] is not None:
-        y = b.op(nn.ADD, [y, op.operands[2]], op.results[0], "shifted")
+        y = b.op(nn.ADD, [y, op.operands[2]], op.results[0].type, "shifted")
     y.name_hint = op.results[0].name_hint
     return [y]
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ...ir import Value
 from ...ir.dialects import nn
-from ...rewrite import Match, Pat, Rule
+from ...rewrite import Match, NamedOps, Pat, Rule
 from ...types import TensorType
 from ..attention_mask import mask_values
 from ..regions import commutative, rank
@@ -83,17 +83,12 @@ def _check(m: Match) -> str | None:
 def _expand(rw, m: Match) -> list[Value]:
     op = m.ops["op"]
     x, mask = m.values["x"], m.values["mask"]
-    name = op.results[0].name_hint or "mean_pooling"
-    label = op.label or name
     b, length, channels = x.type.shape
     et = x.type.element_type
+    ops = NamedOps(rw, op, "mean_pooling")
 
     def emit(opdef, operands, shape, what: str, **attrs) -> Value:
-        new = opdef.build(operands, [TensorType(tuple(shape), et)], **attrs)
-        new.label = f"{label}/{what}"
-        out = rw.insert(new).result
-        out.name_hint = f"{name}.{what}"
-        return out
+        return ops.op(opdef, operands, TensorType(tuple(shape), et), what, **attrs)
     row = emit(nn.TRANSPOSE, [mask], (b, 1, length), "mask_row", perm=(0, 2, 1))
     norm = emit(nn.REDUCE["l2"], [row], (b, 1, 1), "count_sqrt", axes=(2,), keepdims=1)
     guarded = emit(nn.CLIP, [norm], (b, 1, 1), "count_sqrt_eps", min=NORM_EPSILON)
