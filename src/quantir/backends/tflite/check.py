@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import QuantirError
-from ...frontends.tflite import CONVERTERS
+from ...frontends.tflite import CONVERTERS, HYBRID_CONVERTERS
 from ...frontends.tflite.importer import Importer
 from ...quantize import spec
 from ...quantize.check import check_module
@@ -143,7 +143,7 @@ def check_tflite(path: str) -> spec.CheckReport:
     model = load_model(path)
     file_level = litert_file_violations(model)
     try:
-        report = check_module(Importer(model, 0, str(path), CONVERTERS).run().module)
+        report = check_module(Importer(model, 0, str(path), CONVERTERS, HYBRID_CONVERTERS).run().module)
     except QuantirError as e:
         if not file_level:
             raise

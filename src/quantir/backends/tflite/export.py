@@ -306,7 +306,7 @@ class _Exporter:
             elif op.opdef is quant.DCAST and self.io == "int8" and self._returned_only(op.results[0]):
                 self.forms.map(op.results[0], {Form.ASIS: self.get(op.operands[0], Form.ASIS)})
             else:
-                rule = RULES.get(op.opdef)
+                rule = RULES.get(op.opdef) or _hybrid_rules().get(op.opdef)
                 if rule is None:
                     still_float = _qtype(op.results[0]) is None
                     raise UnsupportedOpError(f"{_what(op)} has no int8 TFLite form"
@@ -939,6 +939,13 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     nn.CAST: integer_cast, nn.CONCAT: integer_concat, nn.RANGE: integer_range, nn.DYNAMIC_RESHAPE: dynamic_reshape,
     qnn.BATCH_MATMUL: batch_matmul,
 }
+
+
+def _hybrid_rules() -> dict[object, Callable[[_Exporter, Operation], None]]:
+    """The dynamic-range ops' rules (float activations, int8 weights), in their own module, which
+    reads this one's helpers: imported on first use."""
+    from quantir.backends.tflite.export_hybrid import HYBRID_RULES
+    return HYBRID_RULES
 
 
 def export_tflite(module: Module | Function, *, io: str = "float") -> TFLiteExport:

@@ -75,7 +75,8 @@ class Importer:
     """Converts one subgraph; ``run()`` returns the :class:`TFLiteImport`. Holds the per-tensor
     layout forms, the constant cache and the name table."""
 
-    def __init__(self, model: Model, subgraph: int, source: str, converters: dict[BuiltinOperator, Converter]):
+    def __init__(self, model: Model, subgraph: int, source: str, converters: dict[BuiltinOperator, Converter],
+                 hybrid: dict[BuiltinOperator, Converter] | None = None):
         if not 0 <= subgraph < len(model.subgraphs):
             raise ModelFormatError(f"{source}: subgraph {subgraph} does not exist; the model has "
                                    f"{len(model.subgraphs)}")
@@ -83,6 +84,7 @@ class Importer:
         self.sg = model.subgraphs[subgraph]
         self.source = source
         self.converters = converters
+        self.hybrid = hybrid or {}   # dynamic-range ops: float input, int8 constant weights
         self.names = self._unique_tensor_names()
         self.used: set[str] = set(self.names)
         self.forms: dict[int, dict[L.Perm, Value]] = {}   # non-constant tensors: layout -> value
@@ -284,12 +286,14 @@ class Importer:
                 builtin = BuiltinOperator(code.builtin_code) if code.custom_code is None else None
             except ValueError:
                 builtin = None
-            convert = self.converters.get(builtin) if builtin is not None else None
+            hybrid = self.hybrid.get(builtin) if builtin is not None and self.is_hybrid(op) else None
+            convert = hybrid or (self.converters.get(builtin) if builtin is not None else None)
             if convert is None:
                 kind = "custom op" if code.custom_code is not None else "op"
                 raise UnsupportedOpError(f"{kind} {ctx.op_name} is not supported; quantir reads int8 models made of "
                                          f"{', '.join(sorted(b.name for b in self.converters))}")
-            ctx.check_tensor_types()
+            if hybrid is None:
+                ctx.check_tensor_types()
             if len(op.outputs) != 1 and builtin not in _SEVERAL_OUTPUTS:
                 raise ModelFormatError(f"expected 1 output, found {len(op.outputs)}")
             convert(ctx)
@@ -297,6 +301,13 @@ class Importer:
             raise UnsupportedOpError(f"{self.source}: {ctx.describe()}: {e.message}") from None
         except (ModelFormatError, VerifyError, ShapeError) as e:
             raise ModelFormatError(f"{self.source}: {ctx.describe()}: {e.message}") from None
+
+
+    def is_hybrid(self, op: Operator) -> bool:
+        """LiteRT's dynamic-range form: a float32 first input and an int8 constant among the others."""
+        if not op.inputs or op.inputs[0] < 0 or self.tensor(op.inputs[0]).type is not TFLType.FLOAT32:
+            return False
+        return any(i >= 0 and self.tensor(i).type is TFLType.INT8 and self.data(i) is not None for i in op.inputs[1:])
 
 
 # The operators whose size input (slot) the converters do not read: TRANSPOSE_CONV's output_shape
