@@ -18,6 +18,7 @@ class BuiltinOperator(IntEnum):
     DEPTHWISE_CONV_2D = 4
     DEPTH_TO_SPACE = 5
     DEQUANTIZE = 6
+    EMBEDDING_LOOKUP = 7
     FLOOR = 8
     FULLY_CONNECTED = 9
     L2_NORMALIZATION = 11

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from ..ir import Function, Module, Operation
 from ..ir.dialects import func, nn, quant
+from ..ir.dialects.hybrid import HYBRID_OPS
 from ..types import QuantizedType
 from . import ops, spec
+from .check_hybrid import hybrid_rows
 from .views import plain_view, qparams_of  # noqa: F401  (the IR's spec views)
 
 # casts the spec has no row for (a scast reinterprets storage, a dcast is LiteRT's DEQUANTIZE of
@@ -42,11 +44,15 @@ def check_module(module: Module | Function) -> spec.CheckReport:
     for op in fn.ops:
         decl = ops.declaration_for(op.opdef)
         if decl is None:
-            if _carries_quantized(op) and op.opdef not in _THROUGH_NEIGHBOURS:
+            if _carries_quantized(op) and op.opdef not in _THROUGH_NEIGHBOURS and op.opdef not in HYBRID_OPS:
                 report.unknown.append(op.name)   # quantized tensors quantir has no rule for
             continue
         for limit in decl.ir_limits:
             message = limit(op)
             if message:
                 report.violations.append(spec.Violation(op.label or op.name, decl.builtin.name, "options", message))
+    # dynamic-range ops: float32 activations, int8 symmetric weights (check_hybrid)
+    checked, violations = hybrid_rows(fn)
+    report.checked += checked
+    report.violations.extend(violations)
     return report

@@ -7,3 +7,4 @@ quantization dialect plus its legacy instrumentation ops; ``nn`` holds float net
 from . import arith, func, quant  # noqa: F401  (registration side effects)
 from . import nn  # noqa: F401,E402  (the float network ops; see nn.py)
 from . import qnn  # noqa: F401,E402  (integer ops on quantized tensors; see qnn.py)
+from . import hybrid  # noqa: F401,E402  (LiteRT dynamic-range ops: f32 activations, int8 weights; see hybrid.py)

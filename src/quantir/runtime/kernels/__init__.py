@@ -19,6 +19,7 @@ from . import (average_pool, batch_norm, concat, constant, constant_of_shape, co
                qnn_ops, shape, slice_, softmax, split, tile, transpose)
 from . import lstm
 from . import cum_sum, einsum, gather_elements, gather_nd, trilu
+from . import hybrid_ops
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 
@@ -37,6 +38,7 @@ _MODULES = (
     gather_elements, gather_nd, cum_sum, trilu, einsum,
     quantize_linear, dequantize_linear, dynamic_quantize_linear,
     qnn_ops,                                                # integer ops and quant casts (LiteRT semantics)
+    hybrid_ops,                                             # dynamic range: f32 activations, int8 weights
 )
 for _module in _MODULES:
     for _opdef, _kernel in _module.KERNELS.items():
