@@ -69,9 +69,9 @@ def _weight_problems(op: Operation) -> list[tuple[str, str]]:
     if data is None:
         found.append(("input 1", "the weight must be a constant (LiteRT has no hybrid kernel for two activations)"))
     elif np.any(np.asarray(data) == -128):
-        found.append(("input 1", "weights must lie in [-127, 127]: LiteRT's x86 hybrid dot product negates -128 to "
-                                 f"-128 and returns wrong sums ({int(np.sum(np.asarray(data) == -128))} values "
-                                 "of -128)"))
+        n = int(np.sum(np.asarray(data) == -128))
+        found.append(("input 1", f"weights must lie in [-127, 127], found -128 ({n} of {np.asarray(data).size}): "
+                                 "LiteRT's x86 hybrid dot product negates -128 to -128 and returns wrong sums"))
     ir_axis, tfl_axis, channels = _channel_axis(op)
     if isinstance(q, UniformQuantizedPerAxisType) and len(q.scales) > 1:
         if q.quantized_dimension != ir_axis:

@@ -1,0 +1,212 @@
+"""quantize_hybrid: float ONNX models -> LiteRT dynamic-range ops (int8 weights, float activations).
+
+Oracles: ONNX Runtime runs the float model and, for the weight checks, the same model with the
+dequantized weights; the hybrid kernels themselves are held to LiteRT in
+tests/runtime/qkernels/test_qk_hybrid.py and end to end in tests/backends/tflite/test_export_hybrid.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import quantir
+from quantir.ir.dialects import hybrid, quant
+from quantir.quantize.check import check_module
+from quantir.quantize.hybrid import HybridConfig, HybridError, quantize_hybrid
+from quantir.runtime import run
+from quantir.text import parse_module, print_module
+
+
+def _model(nodes, inputs, outputs, inits) -> onnx.ModelProto:
+    g = h.make_graph(nodes, "g", inputs, outputs, [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def text_model(rng, vocab=300, d=16, hidden=128, out=10) -> onnx.ModelProto:
+    """Gather(table) -> MatMul + Add(bias) -> Relu -> MatMul -> Gemm(transB, C): an embedding and three layers."""
+    inits = {"table": rng.standard_normal((vocab, d)).astype(np.float32),
+             "w1": (rng.standard_normal((d, hidden)) * 0.3).astype(np.float32),
+             "b1": rng.standard_normal(hidden).astype(np.float32),
+             "w2": (rng.standard_normal((hidden, 64)) * 0.1).astype(np.float32),
+             "w3": (rng.standard_normal((out, 64)) * 0.1).astype(np.float32),
+             "b3": rng.standard_normal(out).astype(np.float32)}
+    nodes = [h.make_node("Gather", ["table", "ids"], ["emb"], name="embed"),
+             h.make_node("MatMul", ["emb", "w1"], ["h1"], name="fc1"),
+             h.make_node("Add", ["h1", "b1"], ["h1b"], name="fc1_bias"),
+             h.make_node("Relu", ["h1b"], ["h1r"], name="relu1"),
+             h.make_node("MatMul", ["h1r", "w2"], ["h2"], name="fc2"),
+             h.make_node("Gemm", ["h2", "w3", "b3"], ["y"], name="fc3", transB=1)]
+    return _model(nodes, [h.make_tensor_value_info("ids", TP.INT64, [6])],
+                  [h.make_tensor_value_info("y", TP.FLOAT, [6, out])], inits)
+
+
+def conv_model(rng) -> onnx.ModelProto:
+    """Conv 3x3 (pads 1) -> Relu -> depthwise Conv 3x3 stride 2 (group = C) with bias."""
+    inits = {"wc": (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32),
+             "bc": rng.standard_normal(16).astype(np.float32),
+             "wd": (rng.standard_normal((16, 1, 3, 3)) * 0.3).astype(np.float32),
+             "bd": rng.standard_normal(16).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "wc", "bc"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             h.make_node("Conv", ["r1", "wd", "bd"], ["y"], name="dw", group=16, strides=[2, 2], pads=[1, 1, 1, 1])]
+    return _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [2, 8, 9, 9])],
+                  [h.make_tensor_value_info("y", TP.FLOAT, [2, 16, 5, 5])], inits)
+
+
+def _load(model: onnx.ModelProto, tmp_path, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, path)
+    return quantir.load(str(path)), path
+
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> dict:
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+
+def _hybrid_ops(module) -> list:
+    return [op for op in module.main.ops if op.opdef in hybrid.HYBRID_OPS]
+
+
+def _weight(op) -> tuple[np.ndarray, np.ndarray]:
+    w = op.operands[1]
+    q = w.type.element_type
+    return np.asarray(quant.stored_constant(w)), np.asarray(q.scales, np.float32)
+
+
+def test_text_model_becomes_four_hybrid_ops_with_bias_and_relu_fused(tmp_path):
+    module, _ = _load(text_model(np.random.default_rng(0)), tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    ops = _hybrid_ops(r.module)
+    assert [op.name for op in ops] == ["hybrid.embedding_lookup", "hybrid.fully_connected",
+                                       "hybrid.fully_connected", "hybrid.fully_connected"]
+    assert [op.name for op in r.module.main.ops if op.name.startswith("nn.")] == []   # Add, Relu absorbed
+    fc1 = ops[1]
+    assert fc1.attr("activation") == "RELU" and len(fc1.operands) == 3
+    assert all(op.attr("asymmetric_quantize_inputs") for op in ops[1:])   # LiteRT's converter default
+    assert [x.label for x in r.layers] == ["embed", "fc1", "fc2", "fc3"] and r.floats == []
+    assert check_module(r.module).ok and check_module(r.module).checked == 4
+
+
+def test_weights_are_symmetric_per_channel_narrow_range_and_within_half_a_step(tmp_path):
+    model = text_model(np.random.default_rng(1))
+    module, _ = _load(model, tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    inits = {t.name: nh.to_array(t) for t in model.graph.initializer}
+    # the float weight of each op in the hybrid op's layout: table [rows, D], FC [C_out, K]
+    expected = [inits["table"], inits["w1"].T, inits["w2"].T, inits["w3"]]
+    for op, w in zip(_hybrid_ops(r.module), expected):
+        q, s = _weight(op)
+        qt = op.operands[1].type.element_type
+        assert q.dtype == np.int8 and q.shape == w.shape and q.min() >= -127 and q.max() <= 127
+        assert qt.quantized_dimension == 0 and set(qt.zero_points) == {0} and s.size == w.shape[0]
+        assert np.all(np.abs(q.astype(np.float64) * s[:, None] - w) <= s[:, None] / 2 * (1 + 1e-6))
+        assert np.array_equal(np.abs(q).max(axis=1), np.full(w.shape[0], 127))   # each channel's max -> 127
+
+
+def test_hybrid_model_stays_close_to_the_float_model_in_onnx_runtime(tmp_path):
+    rng = np.random.default_rng(2)
+    model = text_model(rng)
+    module, _ = _load(model, tmp_path)
+    ids = rng.integers(0, 300, 6)
+    want = _ort(model, {"ids": ids})["y"]
+    for asym in (True, False):
+        got = run(quantize_hybrid(module, HybridConfig(min_elements=100, asymmetric_quantize_inputs=asym)).module,
+                  {"ids": ids})["y"]
+        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert rel < 0.02, (asym, rel)
+
+
+def test_asymmetric_quantize_inputs_both_ways_changes_the_result(tmp_path):
+    rng = np.random.default_rng(3)
+    module, _ = _load(text_model(rng), tmp_path)
+    ids = rng.integers(0, 300, 6)
+    a = quantize_hybrid(module, HybridConfig(min_elements=100, asymmetric_quantize_inputs=True))
+    s = quantize_hybrid(module, HybridConfig(min_elements=100, asymmetric_quantize_inputs=False))
+    assert not any(op.attr("asymmetric_quantize_inputs") for op in _hybrid_ops(s.module)[1:])
+    # fc2 reads a ReLU output (one sign): the two run-time quantizations differ there
+    assert not np.array_equal(run(a.module, {"ids": ids}, intermediates=["h2"])["h2"],
+                              run(s.module, {"ids": ids}, intermediates=["h2"])["h2"])
+
+
+def test_min_elements_keeps_small_weights_float_with_the_reason(tmp_path):
+    module, _ = _load(text_model(np.random.default_rng(4)), tmp_path)
+    r = quantize_hybrid(module)   # LiteRT's 1024: w1 16x128 = 2048 stays quantized, w3 10x64 = 640 does not
+    assert [x.label for x in r.layers] == ["embed", "fc1", "fc2"]
+    (left,) = r.floats
+    assert left.op == "fc3" and left.elements == 640 and "under min_elements 1024" in left.reason
+    assert [op.name for op in r.module.main.ops if op.name == "nn.gemm"] == ["nn.gemm"]
+    assert "fc3" in r.summary() and r.summary_dict()["float"][0]["reason"] == left.reason
+
+
+def test_exclude_and_ops_choose_what_is_quantized(tmp_path):
+    module, _ = _load(text_model(np.random.default_rng(5)), tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100, exclude=("fc2",), ops=("matmul", "gemm")))
+    assert [x.label for x in r.layers] == ["fc1", "fc3"]
+    assert {f.op: f.reason for f in r.floats} == {"embed": "gather weights not chosen (ops: matmul, gemm)",
+                                                  "fc2": "excluded"}
+    with pytest.raises(HybridError, match="unknown dynamic-range ops"):
+        HybridConfig(ops=("lstm",))
+    with pytest.raises(HybridError, match="min_elements"):
+        HybridConfig(min_elements=-1)
+
+
+def test_sizes_count_int8_values_and_scales(tmp_path):
+    module, _ = _load(text_model(np.random.default_rng(6)), tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    floats = 4 * (300 * 16 + 16 * 128 + 128 + 128 * 64 + 10 * 64 + 10)
+    assert r.bytes_before == floats
+    # int8 weights + one f32 scale per channel; the biases stay f32
+    assert r.bytes_after == floats - sum(x.float_bytes - x.quantized_bytes for x in r.layers)
+    assert [x.quantized_bytes for x in r.layers] == [300 * 16 + 4 * 300, 128 * 16 + 4 * 128, 64 * 128 + 4 * 64,
+                                                     10 * 64 + 4 * 10]
+    assert r.summary_dict()["bytes_after"] == r.bytes_after
+
+
+def test_text_round_trip_prints_parses_and_runs_the_same(tmp_path):
+    rng = np.random.default_rng(7)
+    module, _ = _load(text_model(rng), tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    text = print_module(r.module)
+    assert '"hybrid.fully_connected"' in text and "!quant.uniform<i8<-127:127>:f32:0" in text
+    back = parse_module(text)
+    assert print_module(back) == text
+    ids = rng.integers(0, 300, 6)
+    assert np.array_equal(run(back, {"ids": ids})["y"], run(r.module, {"ids": ids})["y"])
+
+
+def test_conv_and_depthwise_become_hybrid_conv(tmp_path):
+    rng = np.random.default_rng(8)
+    model = conv_model(rng)
+    module, _ = _load(model, tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    conv, dw = _hybrid_ops(r.module)
+    assert conv.attr("activation") == "RELU" and tuple(conv.attr("pads")) == (1, 1, 1, 1)
+    assert dw.attr("group") == 16 and tuple(dw.attr("strides")) == (2, 2)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    got, want = run(r.module, {"x": x})["y"], _ort(model, {"x": x})["y"]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02
+    # dw has 16 * 9 = 144 weights: LiteRT's default keeps it float
+    assert [f.op for f in quantize_hybrid(module).floats] == ["dw"]
+
+
+def test_weights_that_cannot_be_hybrid_stay_float_with_reasons(tmp_path):
+    rng = np.random.default_rng(9)
+    inits = {"w": rng.standard_normal((4, 64, 32)).astype(np.float32),
+             "wc": rng.standard_normal((8, 4, 5)).astype(np.float32)}
+    nodes = [h.make_node("MatMul", ["x", "w"], ["y"], name="batched"),
+             h.make_node("Conv", ["s", "wc"], ["z"], name="conv1d")]
+    model = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [4, 3, 64]),
+                           h.make_tensor_value_info("s", TP.FLOAT, [1, 4, 20])],
+                   [h.make_tensor_value_info("y", TP.FLOAT, [4, 3, 32]),
+                    h.make_tensor_value_info("z", TP.FLOAT, [1, 8, 16])], inits)
+    module, _ = _load(model, tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100))
+    assert r.layers == []
+    reasons = {f.op: f.reason for f in r.floats}
+    assert "batched weights" in reasons["batched"] and "1-D convolution" in reasons["conv1d"]
