@@ -473,6 +473,34 @@ def quantize_dynamic(model: Any, config: Any = None):
     return result
 
 
+def quantize_hybrid(model: Any, config: Any = None):
+    """LiteRT dynamic-range quantization (``quantize.hybrid``): int8 weights per channel on
+    FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D and EMBEDDING_LOOKUP, float activations quantized
+    inside each kernel at run time; no calibration data. Returns a ``HybridResult``
+    (``summary()``, ``save()`` to .tflite or .mlir)."""
+    from .quantize import hybrid as hy
+    result = hy.quantize_hybrid(load(model), config or hy.HybridConfig())
+    result._writer = _save_hybrid
+    return result
+
+
+def _save_hybrid(result, path, *, make_parents: bool = False) -> Path:
+    """``HybridResult.save``: ``.tflite`` (LiteRT's dynamic-range model) or ``.mlir``, atomically."""
+    from .fileio import atomic_write, prepare_output
+    p = Path(path)
+    if p.suffix not in (".tflite", ".mlir"):
+        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a dynamic-range (LiteRT hybrid) model is "
+                           f"saved as .tflite or .mlir")
+    prepare_output(p, make_parents=make_parents)
+    if p.suffix == ".mlir":
+        from .text import print_module
+        atomic_write(p, print_module(result.module).encode())
+    else:
+        from .backends.tflite.export import export_tflite
+        atomic_write(p, export_tflite(result.module).to_bytes())
+    return p
+
+
 def _save_dynamic(result, path, *, opset: int | None = None, make_parents: bool = False) -> Path:
     """``DynamicResult.save``: ``.onnx`` (the module op for op: standard ONNX ops) or ``.mlir``, atomically."""
     from .fileio import atomic_write, prepare_output

@@ -16,7 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dynamic", action="store_true",
                    help="dynamic quantization (no --data; .onnx or .mlir): MatMul/Gemm weights int8 per channel, "
                         "activations quantized at run time (DynamicQuantizeLinear + MatMulInteger); "
-                        "--exclude NODE keeps MatMuls float")
+                        "--exclude NODE keeps MatMuls float. With -o OUT.tflite: LiteRT's dynamic-range model "
+                        "(int8 weights on FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, EMBEDDING_LOOKUP; weights "
+                        "under --min-elements stay float)")
+    p.add_argument("--symmetric-inputs", action="store_true",
+                   help="with --dynamic -o OUT.tflite: write asymmetric_quantize_inputs=false (one scale per input "
+                        "row, no zero point); LiteRT's converter writes true, the default")
     w = p.add_argument_group("weight-only quantization (no --data needed; .onnx or .mlir)")
     w.add_argument("--weights-only", choices=("int8", "int4"), default=None,
                    help="quantize only the MatMul/Gemm/Conv weights and Gather tables; activations stay float. "
@@ -71,15 +76,17 @@ def target_for(output: str, target: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import quantize
-    from ..errors import OutputError, QuantizationWarning
+    from ..errors import OutputError, QuantirError, QuantizationWarning
     from ..fileio import check_outputs
     from ..quantize.config import Config
 
     if args.dynamic:
         return run_dynamic(args)
+    if args.symmetric_inputs:
+        raise QuantirError("--symmetric-inputs applies to --dynamic -o OUT.tflite (LiteRT's dynamic-range ops)")
     if args.weights_only is not None:
         return run_weights_only(args)
-    from ..errors import CalibrationError, QuantirError
+    from ..errors import CalibrationError
     if args.block is not None or args.asymmetric or args.matmul_nbits is not None:
         raise QuantirError("--block, --asymmetric and --matmul-nbits apply to --weights-only int8|int4")
     if not args.data:
@@ -159,13 +166,21 @@ def run_dynamic(args: argparse.Namespace) -> int:
     if args.weights_only is not None or args.data:
         raise QuantirError("--dynamic needs no calibration data and cannot be combined with --weights-only or "
                            "--data: drop one")
-    if Path(args.output).suffix not in (".onnx", ".mlir"):
+    if args.symmetric_inputs and Path(args.output).suffix != ".tflite":
+        raise QuantirError("--symmetric-inputs is an option of LiteRT's dynamic-range ops: write -o OUT.tflite")
+    if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
         raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: a dynamic "
-                          f"model is written as .onnx or .mlir")
+                          f"model is written as .onnx, .mlir or .tflite (LiteRT's dynamic-range ops)")
     if args.summary and Path(args.summary).suffix != ".json":
         raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
     check_outputs({"-o": args.output, "--summary": args.summary}, {"input model": args.model})
-    result = quantize_dynamic(args.model, DynamicConfig(exclude=tuple(args.exclude)))
+    if Path(args.output).suffix == ".tflite":
+        from ..api import quantize_hybrid
+        from ..quantize.hybrid import HybridConfig
+        result = quantize_hybrid(args.model, HybridConfig(min_elements=args.min_elements, exclude=tuple(args.exclude),
+                                                          asymmetric_quantize_inputs=not args.symmetric_inputs))
+    else:
+        result = quantize_dynamic(args.model, DynamicConfig(exclude=tuple(args.exclude)))
     result.save(args.output)
     if args.summary:
         import json

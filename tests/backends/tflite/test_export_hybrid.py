@@ -170,3 +170,30 @@ def test_two_dimensional_ids_are_flattened_and_reshaped_back(tmp_path):
     out = assert_bit_exact_with_litert(r.module, {"ids": ids})["outputs"]
     assert out[0].shape == (2, 3, 32)
     assert np.max(np.abs(out[0] - table[ids])) <= np.max(np.abs(table)) / 127 / 2 * 1.0001
+
+
+def test_cli_dynamic_to_tflite_writes_litert_dynamic_range_model(tmp_path, capsys):
+    import json
+
+    from quantir.api import quantize_hybrid
+    from quantir.cli.main import main as cli
+
+    rng = np.random.default_rng(16)
+    _, model_path = _load(text_model(rng), tmp_path)
+    out, js = tmp_path / "m.tflite", tmp_path / "s.json"
+    # (by default fc3's 640 weights stay a float Gemm, which the int8 exporter does not write: min_elements 100)
+    assert cli(["quantize", str(model_path), "--dynamic", "--min-elements", "100", "-o", str(out),
+                "--summary", str(js)]) == 0
+    assert "4 weights int8 per channel, 0 weights float" in capsys.readouterr().out
+    summary = json.loads(js.read_text())
+    assert [x["label"] for x in summary["layers"]] == ["embed", "fc1", "fc2", "fc3"]
+    assert summary["bytes_after"] < summary["bytes_before"] / 3 and out.stat().st_size < summary["bytes_before"] / 2
+    sym = tmp_path / "sym.tflite"
+    assert cli(["quantize", str(model_path), "--dynamic", "--min-elements", "100", "--symmetric-inputs",
+                "-o", str(sym)]) == 0
+    ids = rng.integers(0, 300, 6)
+    (litert,) = run_model(sym.read_bytes(), [ids])
+    ir = quantize_hybrid(str(model_path), HybridConfig(min_elements=100, asymmetric_quantize_inputs=False)).module
+    assert np.array_equal(litert, run(ir, {"ids": ids})["y"])
+    assert cli(["quantize", str(model_path), "--dynamic", "--symmetric-inputs", "-o", str(tmp_path / "x.onnx")]) == 1
+    assert "--symmetric-inputs" in capsys.readouterr().err
