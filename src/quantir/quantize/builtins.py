@@ -89,5 +89,6 @@ class BuiltinOperator(IntEnum):
     SELECT_V2 = 123
     BATCH_MATMUL = 126
     PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+    BROADCAST_TO = 130
     GELU = 150
     RELU_0_TO_1 = 152

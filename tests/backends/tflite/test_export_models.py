@@ -8,7 +8,6 @@ import pytest
 import quantir as qr
 from quantir.backends.tflite import read_model
 from quantir.backends.tflite.export import export_tflite
-from quantir.errors import UnsupportedOpError
 from quantir.runtime import run
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -99,13 +98,22 @@ def test_save_is_atomic_and_readable(fashion, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["cnn.tflite"]
 
 
-def test_float_op_left_in_the_module_is_refused(fashion):
-    result, _, _ = fashion
+def test_float_op_left_in_the_module_is_written_as_a_float32_builtin(fashion):
+    """An op the quantizer left float (mixed precision) is LiteRT's float32 SOFTMAX after a DEQUANTIZE;
+    it runs in LiteRT as in quantir's interpreter, up to float rounding (exp and the sum in LiteRT's order)."""
+    result, x, _ = fashion
     from quantir.api import quantize
+    from quantir.backends.tflite.schema import BuiltinOperator, TensorType
     excluded = quantize(ROOT / "models" / "fashion_mnist_cnn.onnx",
                         {"input": fashion[1][:50]}, qr.Config(progress=False, exclude=("nn.softmax",)))
-    with pytest.raises(UnsupportedOpError, match="nn.softmax.*still float"):
-        export_tflite(excluded.module)
+    model = export_tflite(excluded.module).model
+    sg = model.subgraphs[0]
+    softmax = [op for op in sg.operators
+               if model.operator_codes[op.opcode_index].builtin_code == BuiltinOperator.SOFTMAX]
+    assert len(softmax) == 1 and sg.tensors[softmax[0].outputs[0]].type is TensorType.FLOAT32
+    (theirs,) = run_model(model, [x[:50]])
+    (ours,) = run(excluded.module, {"input": x[:50]}).values()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
 
 
 @pytest.fixture(scope="module")

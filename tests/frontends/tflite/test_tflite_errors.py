@@ -8,7 +8,7 @@ import pytest
 
 from .tfl_graph import OP, Graph
 from quantir.backends.tflite import (ActivationFunctionType, Conv2DOptions, FullyConnectedOptions, Padding,
-                                     SoftmaxOptions, read_model)
+                                     Pool2DOptions, SoftmaxOptions, read_model)
 from quantir.errors import ModelFormatError, UnsupportedOpError
 from quantir.frontends.tflite import SUPPORTED_OPS, import_tflite, load_tflite
 from quantir.quantize.check import check_module
@@ -52,9 +52,20 @@ def test_unreadable_path_raises_model_format_error(tmp_path):
 
 # -- unsupported: float compute ops, unknown ops -------------------------------------------------------
 
-def test_float_conv_is_unsupported_with_a_hint():
-    with pytest.raises(UnsupportedOpError, match=r"CONV_2D -> 'conv_out'.*float CONV_2D.*ONNX"):
-        import_tflite(_conv_model(dtype=np.float32))
+def test_float_op_without_a_float_converter_is_unsupported_with_a_hint():
+    # (a float CONV_2D was the example until quantir read float32 ops: tests/frontends/tflite/test_tflite_float.py)
+    g = Graph()
+    x = g.input("x", (1, 4, 4, 3), dtype=np.float32)
+    y = g.act("y", (1, 2, 2, 3), dtype=np.float32)
+    g.op(OP.L2_POOL_2D, [x], [y], Pool2DOptions(padding=Padding.VALID, stride_w=2, stride_h=2, filter_width=2,
+                                                filter_height=2))
+    with pytest.raises(UnsupportedOpError, match=r"L2_POOL_2D -> 'y'.*float L2_POOL_2D.*ONNX"):
+        import_tflite(g.finish([y]))
+
+
+def test_float16_conv_is_unsupported():
+    with pytest.raises(UnsupportedOpError, match=r"'x'.*FLOAT16"):
+        import_tflite(_conv_model(dtype=np.float16))
 
 
 def test_unknown_op_names_the_op_and_its_output():

@@ -35,9 +35,10 @@ nn.reshape & co.        RESHAPE (with several dynamic dims: its int32 target gat
 
 A dynamic dim (``?``: the batch, or H and W) is written as 1 with a shape signature of -1; LiteRT
 resizes at run time, and sizes that follow the input (a resize's ``factors``) are computed from
-its SHAPE. Anything else —
-a float op left in the module, a grouped (non-depthwise) convolution, a pool whose padding
-TFLite cannot express — raises :class:`~quantir.errors.UnsupportedOpError` naming the op.
+its SHAPE. Float32 ``nn`` ops (a dynamic-range model's, or ops the quantizer left float) are
+LiteRT's float32 builtins (:mod:`.export_float`; a GELU written out as erf arithmetic is one GELU).
+Anything else — a float op with no float32 builtin, a grouped (non-depthwise) convolution, a pool
+whose padding TFLite cannot express — raises :class:`~quantir.errors.UnsupportedOpError` naming the op.
 
 ``io="int8"`` drops the input QUANTIZE and output DEQUANTIZE: the model then takes and
 returns the int8 tensors (with their quantization parameters).
@@ -296,9 +297,12 @@ class _Exporter:
             else:
                 inputs.append(self.new_tensor(arg, Form.ASIS))
         ret = None
+        absorbed, fused = _float_fusions(self.fn)
         for op in self.fn.ops:
             if op.opdef is func.RETURN:
                 ret = op
+            elif op in absorbed:
+                continue   # inside a chain one builtin computes (a float GELU written out)
             elif quant.stored_constant(op.results[0]) is not None:
                 continue   # constants are written where used, in the form the user needs
             elif op.opdef is quant.QCAST and op.operands[0] in int8_args:
@@ -306,11 +310,13 @@ class _Exporter:
             elif op.opdef is quant.DCAST and self.io == "int8" and self._returned_only(op.results[0]):
                 self.forms.map(op.results[0], {Form.ASIS: self.get(op.operands[0], Form.ASIS)})
             else:
-                rule = RULES.get(op.opdef) or _hybrid_rules().get(op.opdef)
+                rule = fused.get(op) or RULES.get(op.opdef) or _hybrid_rules().get(op.opdef) or \
+                    _float_rules().get(op.opdef)
                 if rule is None:
                     still_float = _qtype(op.results[0]) is None
                     raise UnsupportedOpError(f"{_what(op)} has no int8 TFLite form"
-                                             + (": the op is still float" if still_float else ""))
+                                             + (": the op is still float, and quantir writes no float32 form of it"
+                                                if still_float else ""))
                 rule(self, op)
         outputs = [self.get(v, Form.ASIS) for v in (ret.operands if ret is not None else ())]
         self.b.set_io(inputs, outputs)
@@ -860,28 +866,15 @@ def shape(ex: _Exporter, op: Operation) -> None:
             GatherOptions(axis=0))
 
 
-def _integers_only(op: Operation) -> None:
-    if any(_qtype(v) is None and isinstance(v.type, TensorType) and isinstance(v.type.element_type, FloatType)
-           for v in [*op.operands, *op.results]):
-        raise UnsupportedOpError(f"{_what(op)} has no int8 TFLite form: the op is still float")
-
-
-def integer_cast(ex: _Exporter, op: Operation) -> None:
+def plain_cast(ex: _Exporter, op: Operation) -> None:
     """CAST: an integer input stored in int8 as it is (scale 1, zero point 0: the tensor carries
-    those parameters), or shape arithmetic between integer widths."""
-    _integers_only(op)
+    those parameters), shape arithmetic between integer widths, or to and from float32 (an
+    attention mask made float); other element types have no tensor type here (``_dtype``)."""
     ex.emit(OP.CAST, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS)
 
 
-def integer_concat(ex: _Exporter, op: Operation) -> None:
-    """CONCATENATION of integer tensors (the pieces of a shape computed at run time)."""
-    _integers_only(op)
-    concat(ex, op)
-
-
-def integer_range(ex: _Exporter, op: Operation) -> None:
+def plain_range(ex: _Exporter, op: Operation) -> None:
     """RANGE (position ids: 0 .. the sequence length read from a SHAPE)."""
-    _integers_only(op)
     ex.emit(OP.RANGE, op, [ex.get(v, Form.ASIS) for v in op.operands], Form.ASIS)
 
 
@@ -936,7 +929,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     qnn.SPACE_TO_BATCH_ND: _space_batch(OP.SPACE_TO_BATCH_ND, "paddings", SpaceToBatchNDOptions),
     qnn.BATCH_TO_SPACE_ND: _space_batch(OP.BATCH_TO_SPACE_ND, "crops", BatchToSpaceNDOptions),
     **{opdef: _compare(*code) for opdef, code in _COMPARE_OPTIONS.items()}, qnn.ARG_MAX: arg_max, nn.SHAPE: shape,
-    nn.CAST: integer_cast, nn.CONCAT: integer_concat, nn.RANGE: integer_range, nn.DYNAMIC_RESHAPE: dynamic_reshape,
+    nn.CAST: plain_cast, nn.CONCAT: concat, nn.RANGE: plain_range, nn.DYNAMIC_RESHAPE: dynamic_reshape,
     qnn.BATCH_MATMUL: batch_matmul,
 }
 
@@ -946,6 +939,17 @@ def _hybrid_rules() -> dict[object, Callable[[_Exporter, Operation], None]]:
     reads this one's helpers: imported on first use."""
     from quantir.backends.tflite.export_hybrid import HYBRID_RULES
     return HYBRID_RULES
+
+
+def _float_rules() -> dict[object, Callable[[_Exporter, Operation], None]]:
+    """The float32 ops' rules (:mod:`.export_float`, which reads this module's helpers)."""
+    from quantir.backends.tflite.export_float import FLOAT_RULES
+    return FLOAT_RULES
+
+
+def _float_fusions(fn: Function):
+    from quantir.backends.tflite.export_float import fusions
+    return fusions(fn)
 
 
 def export_tflite(module: Module | Function, *, io: str = "float") -> TFLiteExport:

@@ -128,6 +128,7 @@ class BuiltinOptionsType(IntEnum):
     TransposeOptions = 26
     ReducerOptions = 27
     SubOptions = 28
+    DivOptions = 29
     SqueezeOptions = 30
     StridedSliceOptions = 32
     SplitOptions = 35
@@ -367,6 +368,12 @@ class SubOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class DivOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.DivOptions
+    fused_activation_function: ActivationFunctionType = _slot(0, "int8", ActivationFunctionType.NONE)
+
+
+@dataclass(frozen=True)
 class MulOptions(BuiltinOptions):
     OPTIONS_TYPE: ClassVar = BuiltinOptionsType.MulOptions
     fused_activation_function: ActivationFunctionType = _slot(0, "int8", ActivationFunctionType.NONE)
@@ -600,7 +607,7 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
                 LogSoftmaxOptions, GeluOptions, BatchMatMulOptions,
-                TransposeConvOptions, SplitVOptions, SquaredDifferenceOptions)
+                TransposeConvOptions, SplitVOptions, SquaredDifferenceOptions, DivOptions)
 }
 
 
@@ -663,6 +670,7 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.SUM: ReducerOptions,
     BuiltinOperator.REDUCE_MAX: ReducerOptions,
     BuiltinOperator.SUB: SubOptions,
+    BuiltinOperator.DIV: DivOptions,
     BuiltinOperator.SQUEEZE: SqueezeOptions,
     BuiltinOperator.QUANTIZE: QuantizeOptions,
     BuiltinOperator.HARD_SWISH: HardSwishOptions,

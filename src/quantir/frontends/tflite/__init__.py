@@ -33,6 +33,7 @@ from .ops_split import CONVERTERS as _SPLIT
 from .ops_tensor import CONVERTERS as _TENSOR
 from .ops_window import CONVERTERS as _WINDOW
 from .ops_hybrid import CONVERTERS as HYBRID_CONVERTERS
+from .ops_float import CONVERTERS as FLOAT_CONVERTERS
 
 __all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS"]
 
@@ -53,7 +54,7 @@ def import_tflite(source: bytes | str | os.PathLike | Model, *, subgraph: int = 
         model, name = read_model(source), "<bytes>"
     else:
         model, name = load_model(source), str(Path(source))
-    return Importer(model, subgraph, name, CONVERTERS, HYBRID_CONVERTERS).run()
+    return Importer(model, subgraph, name, CONVERTERS, HYBRID_CONVERTERS, FLOAT_CONVERTERS).run()
 
 
 def load_tflite(path: str | os.PathLike) -> Module:

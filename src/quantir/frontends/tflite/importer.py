@@ -76,7 +76,8 @@ class Importer:
     layout forms, the constant cache and the name table."""
 
     def __init__(self, model: Model, subgraph: int, source: str, converters: dict[BuiltinOperator, Converter],
-                 hybrid: dict[BuiltinOperator, Converter] | None = None):
+                 hybrid: dict[BuiltinOperator, Converter] | None = None,
+                 floats: dict[BuiltinOperator, Converter] | None = None):
         if not 0 <= subgraph < len(model.subgraphs):
             raise ModelFormatError(f"{source}: subgraph {subgraph} does not exist; the model has "
                                    f"{len(model.subgraphs)}")
@@ -85,6 +86,7 @@ class Importer:
         self.source = source
         self.converters = converters
         self.hybrid = hybrid or {}   # dynamic-range ops: float input, int8 constant weights
+        self.floats = floats or {}   # float32 ops (nn)
         self.names = self._unique_tensor_names()
         self.used: set[str] = set(self.names)
         self.forms: dict[int, dict[L.Perm, Value]] = {}   # non-constant tensors: layout -> value
@@ -287,13 +289,20 @@ class Importer:
             except ValueError:
                 builtin = None
             hybrid = self.hybrid.get(builtin) if builtin is not None and self.is_hybrid(op) else None
-            convert = hybrid or (self.converters.get(builtin) if builtin is not None else None)
-            if convert is None:
-                kind = "custom op" if code.custom_code is not None else "op"
-                raise UnsupportedOpError(f"{kind} {ctx.op_name} is not supported; quantir reads int8 models made of "
-                                         f"{', '.join(sorted(b.name for b in self.converters))}")
             if hybrid is None:
                 ctx.check_tensor_types()
+            computes_in_float = hybrid is None and ctx.computes_in_float()
+            table = self.floats if computes_in_float else self.converters
+            convert = hybrid or (table.get(builtin) if builtin is not None else None)
+            if convert is None:
+                kind = "custom op" if code.custom_code is not None else "op"
+                if computes_in_float:
+                    raise UnsupportedOpError(
+                        f"this is a float {ctx.op_name}, which quantir does not read (its float32 ops: "
+                        f"{', '.join(sorted(b.name for b in self.floats))}); keep float models in ONNX and quantize "
+                        f"them with quantir")
+                raise UnsupportedOpError(f"{kind} {ctx.op_name} is not supported; quantir reads int8 models made of "
+                                         f"{', '.join(sorted(b.name for b in self.converters))}")
             if len(op.outputs) != 1 and builtin not in _SEVERAL_OUTPUTS:
                 raise ModelFormatError(f"expected 1 output, found {len(op.outputs)}")
             convert(ctx)
@@ -445,30 +454,35 @@ class OpContext:
         # nn ops (data movement) have a type rule; the declared output shape must agree with it
         values = {k: (from_attr(s.kind, op.attributes[k]) if k in op.attributes else s.default)
                   for k, s in op.opdef.attributes.items()}
-        (want,) = op.opdef.infer([v.type for v in op.operands], values)
+        want = op.opdef.infer([v.type for v in op.operands], values)[0]   # (max_pool also types its indices)
         got = op.results[0].type
         if isinstance(want, TensorType) and want.shape != got.shape:
             raise ModelFormatError(f"tensor '{self.imp.names[self.out]}' is declared with shape "
                                    f"{_fmt(got.shape)} (IR layout) but the operator computes {_fmt(want.shape)}")
 
     # -- validation -----------------------------------------------------------------------------
-    def check_tensor_types(self) -> None:
-        """Refuse float compute ops: only QUANTIZE reads float and only DEQUANTIZE writes it."""
-        code = self.op_name
+    def _tensors(self):
         for role, indices in (("input", self.op.inputs), ("output", self.op.outputs)):
             for idx in indices:
-                if idx < 0:
-                    continue
-                t = self.imp.tensor(idx)
-                if t.type in FLOAT_TYPES:
-                    if (code, role) in (("QUANTIZE", "input"), ("DEQUANTIZE", "output")) and t.type is TFLType.FLOAT32:
-                        continue
-                    raise UnsupportedOpError(
-                        f"{role} '{self.imp.names[idx]}' is {t.type.name}: this is a float {code}, and quantir reads "
-                        f"only int8 TFLite models; keep float models in ONNX and quantize them with quantir")
-                if t.type in (TFLType.UINT8, TFLType.INT4) and is_quantized(t):
-                    raise UnsupportedOpError(f"{role} '{self.imp.names[idx]}' is quantized {t.type.name}; quantir "
-                                             f"reads int8 and int16 (16x8) activations and int8 weights only")
+                if idx >= 0:
+                    yield role, idx, self.imp.tensor(idx)
+
+    def computes_in_float(self) -> bool:
+        """A float32 tensor other than QUANTIZE's input or DEQUANTIZE's output (the int8 boundary)."""
+        boundary = {("QUANTIZE", "input"), ("DEQUANTIZE", "output")}
+        return any(t.type is TFLType.FLOAT32 and (self.op_name, role) not in boundary for role, _, t in self._tensors())
+
+    def check_tensor_types(self) -> None:
+        """Refuse float types other than float32 (float16 weights, float64) and quantized uint8 / int4."""
+        code = self.op_name
+        for role, idx, t in self._tensors():
+            if t.type in FLOAT_TYPES and t.type is not TFLType.FLOAT32:
+                raise UnsupportedOpError(
+                    f"{role} '{self.imp.names[idx]}' is {t.type.name}: this is a {t.type.name} {code}, and quantir "
+                    f"reads int8 and float32 TFLite models; convert the model with float32 tensors")
+            if t.type in (TFLType.UINT8, TFLType.INT4) and is_quantized(t):
+                raise UnsupportedOpError(f"{role} '{self.imp.names[idx]}' is quantized {t.type.name}; quantir "
+                                         f"reads int8 and int16 (16x8) activations and int8 weights only")
 
 
 def _fmt(shape) -> str:

@@ -1,0 +1,444 @@
+"""Export rules for the float32 ``nn`` ops: what a dynamic-range model holds around its hybrid ops
+(and an int8 model around the ops left float), written as LiteRT's float32 builtins.
+
+======================  ======================================================================
+IR (float32)            TFLite
+======================  ======================================================================
+nn.add / sub / mul /    ADD / SUB / MUL / DIV (numpy broadcasting, as ONNX's); in NHWC when both
+div                     operands are 4-D and one already lives there
+nn.sqrt, exp, log, abs  SQRT, EXP, LOG, ABS, NEG, RELU, LOGISTIC, TANH, GELU, HARD_SWISH,
+neg, relu, sigmoid, ..  LEAKY_RELU; nn.reciprocal: DIV of the constant 1 by the input
+x·½·(1 + erf(x/√2))     GELU (approximate=False), the tanh form GELU (approximate=True): the
+                        quantizer's own GELU patterns recognize the chain
+nn.clip                 RELU / RELU6 / RELU_N1_TO_1 when its bounds are theirs, else MAXIMUM
+                        and/or MINIMUM with constant bounds
+nn.reduce_mean / sum /  MEAN / SUM / REDUCE_MAX / REDUCE_MIN; nn.reduce_l2: SQRT(SUM(SQUARE(x)))
+max / min, reduce_l2
+nn.softmax              SOFTMAX (last axis, beta 1)
+nn.matmul               FULLY_CONNECTED (weights [N, K]) when the right operand is a 2-D
+                        constant, else BATCH_MATMUL; nn.gemm (A not transposed, B and C
+                        constant): FULLY_CONNECTED with alpha and beta folded in
+nn.expand               BROADCAST_TO to a static result; with dynamic dims, MUL by a constant
+                        of ones of the attribute's shape (x·1 is x: exact, and the broadcast
+                        follows the input's run-time dims)
+nn.layer_normalization  over the last axis, as TF's converter decomposes it: MEAN,
+                        SQUARED_DIFFERENCE, MEAN, ADD ε, RSQRT, MUL, MUL γ, ADD β
+nn.conv (2-D)           CONV_2D (OHWI) or DEPTHWISE_CONV_2D, SAME/VALID or an explicit PAD
+nn.max_pool / average_  MAX_POOL_2D / AVERAGE_POOL_2D (SAME or VALID only); the global pools:
+pool, global pools      MEAN / REDUCE_MAX over H, W
+======================  ======================================================================
+
+The movement ops (reshape, transpose, slice, gather, concat, cast, shape, range...) have one rule
+for every element type, in :mod:`.export`. An op with none of these forms raises
+``UnsupportedOpError`` naming it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from quantir.backends.tflite.export import (OP, Form, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
+                                            softmax)
+from quantir.backends.tflite.schema import (AddOptions, BatchMatMulOptions, Conv2DOptions, DepthwiseConv2DOptions,
+                                            DivOptions, FullyConnectedOptions, GeluOptions, LeakyReluOptions,
+                                            MaximumMinimumOptions, MulOptions, Padding, Pool2DOptions, ReducerOptions,
+                                            SubOptions)
+from quantir.errors import UnsupportedOpError
+from quantir.ir import Function, Operation, Value
+from quantir.ir.dialects import nn, quant
+from quantir.rewrite import match
+from quantir.types import FloatType
+
+__all__ = ["FLOAT_RULES", "fusions"]
+
+Rule = Callable[[_Exporter, Operation], None]
+F32 = FloatType("f32")
+
+
+def _f32(value: float) -> np.ndarray:
+    return np.asarray(value, np.float32)
+
+
+def _scratch(ex: _Exporter, like: Value, name: str, dtype=np.float32) -> int:
+    """A tensor shaped like ``like`` (IR layout) for an intermediate no IR value holds."""
+    shape, signature = ex._shape(like, Form.ASIS)
+    return ex.b.add_tensor(ex._name(name), shape, dtype, shape_signature=signature)
+
+
+# -- element-wise -----------------------------------------------------------------------------------
+
+def _binary(code, options_type=None) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        if len(op.operands) != 2:
+            raise UnsupportedOpError(f"{_what(op)} of {len(op.operands)} operands; {code.name} takes two")
+        a, b = op.operands
+        form = ex.prefer(a, b)   # NHWC only when both are 4-D: broadcasting holds in either layout then
+        ex.emit(code, op, [ex.get(a, form), ex.get(b, form)], form, options_type() if options_type else None)
+    return rule
+
+
+def _unary(code, options: Callable[[Operation], object] | None = None) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        form = ex.prefer(op.operands[0])
+        ex.emit(code, op, [ex.get(op.operands[0], form)], form, options(op) if options else None)
+    return rule
+
+
+def reciprocal(ex: _Exporter, op: Operation) -> None:
+    """LiteRT has no reciprocal: DIV of a scalar 1 (correctly rounded, as 1/x is)."""
+    x = op.operands[0]
+    form = ex.prefer(x)
+    one = ex.constant(_f32(1.0), f"{op.results[0].name_hint}/one")
+    ex.emit(OP.DIV, op, [one, ex.get(x, form)], form)
+
+
+_CLAMPS = {(0.0, math.inf): OP.RELU, (0.0, 6.0): OP.RELU6, (-1.0, 1.0): OP.RELU_N1_TO_1}
+
+
+def clip(ex: _Exporter, op: Operation) -> None:
+    """A standard clamp as its own builtin; other bounds as MAXIMUM then MINIMUM with constants."""
+    x, y = op.operands[0], op.results[0]
+    lo, hi = float(op.attr("min")), float(op.attr("max"))
+    form = ex.prefer(x)
+    code = _CLAMPS.get((lo, hi))
+    if code is not None:
+        ex.emit(code, op, [ex.get(x, form)], form)
+        return
+    src = ex.get(x, form)
+    steps = [(OP.MAXIMUM, lo, "min")] if lo > -math.inf else []
+    steps += [(OP.MINIMUM, hi, "max")] if hi < math.inf else []
+    if not steps:   # an unbounded clip is the identity
+        ex.forms.map(y, {form: src})
+        return
+    for k, (code, bound, what) in enumerate(steps):
+        bound_t = ex.constant(_f32(bound), f"{y.name_hint}/{what}")
+        if k == len(steps) - 1:
+            ex.emit(code, op, [src, bound_t], form, MaximumMinimumOptions())
+        else:
+            shape, signature = ex._shape(y, form)
+            mid = ex.b.add_tensor(ex._name(f"{y.name_hint}/lower_bounded"), shape, np.float32,
+                                  shape_signature=signature)
+            ex.b.add_operator(code, [src, bound_t], [mid], MaximumMinimumOptions())
+            src = mid
+
+
+# -- GELU written out -------------------------------------------------------------------------------
+
+def _gelu_patterns():
+    """The quantizer's GELU chains (erf and tanh forms) with their constant checks: one definition of
+    what counts as GELU for both the int8 lookup table and the float builtin."""
+    from quantir.quantize.ops.activation import GELU
+    return [(p, p.name == "gelu_tanh") for p in GELU.patterns if p.name in ("gelu_erf", "gelu_tanh")]
+
+
+def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
+    """Float GELU chains: the ops a GELU builtin replaces (skipped) and, per chain's last op, its rule."""
+    absorbed: set[Operation] = set()
+    fused: dict[Operation, Rule] = {}
+    candidates = [op for op in fn.ops if op.opdef is nn.MUL and op.results[0].type.element_type == F32]
+    if not candidates:
+        return absorbed, fused
+    patterns = _gelu_patterns()
+    for op in candidates:
+        if op in absorbed:
+            continue
+        for pattern, tanh in patterns:
+            m = match(pattern.pattern, op.results[0])
+            if m is None or m.ops.get("op") is not op or (pattern.check and pattern.check(m)):
+                continue
+            absorbed.update(o for o in m.ops.values() if o is not op)
+            fused[op] = _gelu_rule(m["x"], tanh)
+            break
+    return absorbed, fused
+
+
+def _gelu_rule(x: Value, approximate: bool) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        form = ex.prefer(x)
+        ex.emit(OP.GELU, op, [ex.get(x, form)], form, GeluOptions(approximate=approximate))
+    return rule
+
+
+# -- reductions and normalizations -----------------------------------------------------------------
+
+def _axes(op: Operation) -> list[int] | None:
+    """The reduced axes, sorted and non-negative; None for an op that reduces nothing."""
+    rank = len(op.operands[0].type.shape)
+    axes = op.attr("axes")
+    if not axes:
+        return None if op.attr("noop_with_empty_axes") else list(range(rank))
+    return sorted({int(a) % rank for a in axes})
+
+
+def _reduce(code) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        axes = _axes(op)
+        if axes is None:
+            ex.forms.map(op.results[0], {Form.ASIS: ex.get(op.operands[0], Form.ASIS)})
+            return
+        mean(ex, _Axes(op, axes), code)
+    return rule
+
+
+class _Axes:
+    """A view of a reduce op with explicit axes (``mean`` reads ``axes`` and ``keepdims``)."""
+
+    def __init__(self, op: Operation, axes: list[int]):
+        self.op, self.axes = op, tuple(axes)
+        self.operands, self.results = op.operands, op.results
+
+    def attr(self, name: str):
+        return self.axes if name == "axes" else self.op.attr(name)
+
+
+def reduce_l2(ex: _Exporter, op: Operation) -> None:
+    """√(Σ x²): SQUARE, SUM over the axes, SQRT (LiteRT has no L2 reduction)."""
+    x, y = op.operands[0], op.results[0]
+    axes = _axes(op)
+    if axes is None:
+        raise UnsupportedOpError(f"{_what(op)}: an L2 reduction over no axis (|x|) has no TFLite form here")
+    name = y.name_hint or "reduce_l2"
+    squares = _scratch(ex, x, f"{name}/squares")
+    ex.b.add_operator(OP.SQUARE, [ex.get(x, Form.ASIS)], [squares])
+    total = _scratch(ex, y, f"{name}/sum_of_squares")
+    ex.b.add_operator(OP.SUM, [squares, ex.int32(axes, f"{name}/axes")], [total],
+                      ReducerOptions(keep_dims=bool(op.attr("keepdims"))))
+    ex.emit(OP.SQRT, op, [total], Form.ASIS)
+
+
+def float_softmax(ex: _Exporter, op: Operation) -> None:
+    rank = len(op.operands[0].type.shape)
+    if int(op.attr("axis")) % rank != rank - 1:
+        raise UnsupportedOpError(f"{_what(op)}: softmax over axis {op.attr('axis')} of rank {rank}; LiteRT's "
+                                 "SOFTMAX reads the last axis")
+    softmax(ex, _Beta(op))
+
+
+class _Beta:
+    """nn.softmax (ONNX's, no beta) as the int8 rule reads it: beta 1."""
+
+    def __init__(self, op: Operation):
+        self.op, self.operands, self.results = op, op.operands, op.results
+
+    def attr(self, name: str):
+        return 1.0 if name == "beta" else self.op.attr(name)
+
+
+def layer_normalization(ex: _Exporter, op: Operation) -> None:
+    """LayerNorm over the last axis as TF's converter writes it: mean, variance as the mean of
+    SQUARED_DIFFERENCE, RSQRT(variance + ε), then (x − mean)·rsqrt·γ + β."""
+    x, y = op.operands[0], op.results[0]
+    rank = len(x.type.shape)
+    if int(op.attr("axis")) % rank != rank - 1 or len(op.results) > 1 and op.results[1].uses:
+        raise UnsupportedOpError(f"{_what(op)}: only LayerNorm over the last axis (and no mean/inv-std results) "
+                                 "is exported")
+    name = y.name_hint or "layer_norm"
+    reduced = x.type.clone(shape=tuple(x.type.shape[:-1]) + (1,))
+    src = ex.get(x, Form.ASIS)
+
+    def scratch(what: str, like) -> int:
+        shape = tuple(1 if d is None else d for d in like.shape)
+        sig = tuple(-1 if d is None else d for d in like.shape) if None in like.shape else ()
+        return ex.b.add_tensor(ex._name(f"{name}/{what}"), shape, np.float32, shape_signature=sig)
+
+    axis = ex.int32([rank - 1], f"{name}/axis")
+    mu = scratch("mean", reduced)
+    ex.b.add_operator(OP.MEAN, [src, axis], [mu], ReducerOptions(keep_dims=True))
+    sq = scratch("squared_difference", x.type)
+    ex.b.add_operator(OP.SQUARED_DIFFERENCE, [src, mu], [sq])
+    var = scratch("variance", reduced)
+    ex.b.add_operator(OP.MEAN, [sq, axis], [var], ReducerOptions(keep_dims=True))
+    var_eps = scratch("variance_eps", reduced)
+    ex.b.add_operator(OP.ADD, [var, ex.constant(_f32(op.attr("epsilon")), f"{name}/epsilon")], [var_eps],
+                      AddOptions())
+    inv = scratch("rsqrt", reduced)
+    ex.b.add_operator(OP.RSQRT, [var_eps], [inv])
+    centered = scratch("centered", x.type)
+    ex.b.add_operator(OP.SUB, [src, mu], [centered], SubOptions())
+    normalized = scratch("normalized", x.type)
+    ex.b.add_operator(OP.MUL, [centered, inv], [normalized], MulOptions())
+    scale = op.operands[1]
+    if len(op.operands) > 2:
+        scaled = scratch("scaled", x.type)
+        ex.b.add_operator(OP.MUL, [normalized, ex.get(scale, Form.ASIS)], [scaled], MulOptions())
+        ex.emit(OP.ADD, op, [scaled, ex.get(op.operands[2], Form.ASIS)], Form.ASIS, AddOptions())
+    else:
+        ex.emit(OP.MUL, op, [normalized, ex.get(scale, Form.ASIS)], Form.ASIS, MulOptions())
+
+
+# -- matrix products --------------------------------------------------------------------------------
+
+def _fc(ex: _Exporter, op: Operation, x: Value, weights: np.ndarray, bias: np.ndarray | None) -> None:
+    """FULLY_CONNECTED of ``x`` [..., K] with ``weights`` [N, K]; keep_num_dims for rank > 2."""
+    name = op.results[0].name_hint or "fc"
+    inputs = [ex.get(x, Form.ASIS), ex.constant(np.ascontiguousarray(weights, np.float32), f"{name}/weights")]
+    inputs.append(ex.constant(np.asarray(bias, np.float32), f"{name}/bias") if bias is not None else -1)
+    ex.emit(OP.FULLY_CONNECTED, op, inputs, Form.ASIS, FullyConnectedOptions(keep_num_dims=len(x.type.shape) > 2))
+
+
+def matmul(ex: _Exporter, op: Operation) -> None:
+    a, b = op.operands
+    w = quant.stored_constant(b)
+    if w is not None and np.ndim(w) == 2 and len(a.type.shape) >= 2:
+        return _fc(ex, op, a, np.asarray(w).T, None)
+    if len(a.type.shape) < 2 or len(b.type.shape) < 2:
+        raise UnsupportedOpError(f"{_what(op)}: a matmul of a 1-D operand has no BATCH_MATMUL form here")
+    ex.emit(OP.BATCH_MATMUL, op, [ex.get(a, Form.ASIS), ex.get(b, Form.ASIS)], Form.ASIS,
+            BatchMatMulOptions(adj_x=False, adj_y=False))
+
+
+def gemm(ex: _Exporter, op: Operation) -> None:
+    """alpha·A·op(B) + beta·C with constant B and C: FULLY_CONNECTED, alpha and beta folded in."""
+    a, b = op.operands[0], op.operands[1]
+    w = quant.stored_constant(b)
+    c = quant.stored_constant(op.operands[2]) if len(op.operands) > 2 else None
+    if op.attr("trans_a") or w is None or (len(op.operands) > 2 and c is None):
+        raise UnsupportedOpError(f"{_what(op)}: only a gemm with A not transposed and constant B and C has a "
+                                 "FULLY_CONNECTED form")
+    w = np.asarray(w, np.float64) * float(op.attr("alpha"))
+    weights = w if op.attr("trans_b") else w.T
+    bias = None
+    if c is not None:
+        bias = np.broadcast_to(np.asarray(c, np.float64) * float(op.attr("beta")), (weights.shape[0],))
+        if np.ndim(c) > 1 and np.shape(c)[0] != 1:
+            raise UnsupportedOpError(f"{_what(op)}: C of shape {list(np.shape(c))} is not one row; "
+                                     "FULLY_CONNECTED's bias is")
+    _fc(ex, op, a, weights.astype(np.float32), None if bias is None else bias.astype(np.float32))
+
+
+def expand(ex: _Exporter, op: Operation) -> None:
+    x, y = op.operands[0], op.results[0]
+    name = y.name_hint or "expand"
+    if None not in y.type.shape:
+        # version 2: the builtin's first (version 1 was its custom-op predecessor; LiteRT registers 2 and up)
+        ex.emit(OP.BROADCAST_TO, op, [ex.get(x, Form.ASIS), ex.int32(y.type.shape, f"{name}/shape")], Form.ASIS,
+                version=2)
+        return
+    ones = np.ones(tuple(int(d) for d in op.attr("shape")), np.float32)
+    if y.type.element_type != F32:
+        raise UnsupportedOpError(f"{_what(op)}: an expand to dynamic dims is written only for float32")
+    ex.emit(OP.MUL, op, [ex.get(x, Form.ASIS), ex.constant(ones, f"{name}/ones")], Form.ASIS, MulOptions())
+
+
+# -- convolutions and pools -------------------------------------------------------------------------
+
+def conv(ex: _Exporter, op: Operation) -> None:
+    x, w = op.operands[0], op.operands[1]
+    xs, ws = x.type.shape, w.type.shape
+    weights = quant.stored_constant(w)
+    if weights is None or len(xs) != 4:
+        raise UnsupportedOpError(f"{_what(op)}: TFLite needs a 2-D convolution with constant weights")
+    group = int(op.attr("group") or 1)
+    depthwise = group > 1 and group == xs[1] and ws[1] == 1
+    if group > 1 and not depthwise:
+        raise UnsupportedOpError(f"{_what(op)}: grouped convolution (group {group} of {xs[1]} channels) has no "
+                                 "TFLite builtin; only depthwise (group == channels) is exported")
+    strides = tuple(op.attr("strides") or (1, 1))
+    dilations = tuple(op.attr("dilations") or (1, 1))
+    src = ex.get(x, Form.NHWC)
+    padding = _padding(op, xs[2:], ws[2:], strides, dilations)
+    if padding is None:
+        src, padding = _zero_pad(ex, x, src, op.attr("pads")), Padding.VALID
+    name = op.results[0].name_hint or "conv"
+    b = quant.stored_constant(op.operands[2]) if len(op.operands) > 2 else None
+    bias = ex.constant(np.asarray(b if b is not None else np.zeros(ws[0]), np.float32), f"{name}/bias")
+    common = dict(padding=padding, stride_w=strides[1], stride_h=strides[0], dilation_w_factor=dilations[1],
+                  dilation_h_factor=dilations[0])
+    arr = np.asarray(weights, np.float32)
+    if depthwise:
+        filt = ex.constant(np.ascontiguousarray(arr.transpose(1, 2, 3, 0)), f"{name}/filter_1hwc")
+        ex.emit(OP.DEPTHWISE_CONV_2D, op, [src, filt, bias], Form.NHWC,
+                DepthwiseConv2DOptions(depth_multiplier=ws[0] // xs[1], **common))
+    else:
+        filt = ex.constant(np.ascontiguousarray(arr.transpose(0, 2, 3, 1)), f"{name}/filter_ohwi")
+        ex.emit(OP.CONV_2D, op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
+
+
+def _zero_pad(ex: _Exporter, x: Value, src: int, pads) -> int:
+    t, left, bt, r = (int(p) for p in pads)
+    shape, sig = ex._shape(x, Form.NHWC)
+    grown = (shape[0], shape[1] + t + bt, shape[2] + left + r, shape[3])
+    padded = ex.b.add_tensor(ex._name(f"{x.name_hint}/pad"), grown, np.float32,
+                             shape_signature=tuple(-1 if d == -1 else g for d, g in zip(sig, grown)) if sig else ())
+    ex.b.add_operator(OP.PAD, [src, ex.int32([[0, 0], [t, bt], [left, r], [0, 0]], f"{x.name_hint}/paddings")],
+                      [padded])
+    return padded
+
+
+def _pool(code) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        x = op.operands[0]
+        kernel = tuple(op.attr("kernel_shape"))
+        strides = tuple(op.attr("strides") or (1, 1))
+        if len(kernel) != 2 or op.attr("ceil_mode") or any(d != 1 for d in (op.attr("dilations") or (1, 1))):
+            raise UnsupportedOpError(f"{_what(op)}: only 2-D pools without ceil_mode or dilation are exported")
+        padding = _padding(op, x.type.shape[2:], kernel, strides)
+        if padding is None or (code is OP.AVERAGE_POOL_2D and padding is Padding.SAME and op.attr("count_include_pad")):
+            raise UnsupportedOpError(f"{_what(op)}: pads {tuple(op.attr('pads') or ())} are neither SAME nor VALID "
+                                     "(or count the padded taps); TFLite's pools take no explicit padding")
+        ex.emit(code, op, [ex.get(x, Form.NHWC)], Form.NHWC,
+                Pool2DOptions(padding=padding, stride_w=strides[1], stride_h=strides[0], filter_width=kernel[1],
+                              filter_height=kernel[0]))
+    return rule
+
+
+def _global_pool(code) -> Rule:
+    def rule(ex: _Exporter, op: Operation) -> None:
+        x = op.operands[0]
+        form = ex.prefer(x)
+        axes = [_TO_NHWC_AXIS[a] for a in (2, 3)] if form is Form.NHWC else [2, 3]
+        ex.emit(code, op, [ex.get(x, form), ex.int32(axes, f"{op.results[0].name_hint}/axes")], form,
+                ReducerOptions(keep_dims=True))
+    return rule
+
+
+def pad(ex: _Exporter, op: Operation) -> None:
+    """Constant padding: PAD (with 0) or PADV2 (another value); [before, after] per axis, in NHWC when the
+    input lives there."""
+    x = op.operands[0]
+    rank = len(x.type.shape)
+    pads = [int(p) for p in op.attr("pads")]
+    axes = [int(a) % rank for a in (op.attr("axes") or range(rank))]
+    if op.attr("mode") != "constant" or min(pads, default=0) < 0:
+        raise UnsupportedOpError(f"{_what(op)}: only constant padding by non-negative amounts has a PAD form "
+                                 f"(mode {op.attr('mode')}, pads {pads})")
+    pairs = [[0, 0] for _ in range(rank)]
+    for k, a in enumerate(axes):
+        pairs[a] = [pads[k], pads[k + len(axes)]]
+    form = ex.prefer(x)
+    if form is Form.NHWC:
+        pairs = [pairs[i] for i in (0, 2, 3, 1)]
+    name = op.results[0].name_hint or "pad"
+    inputs = [ex.get(x, form), ex.int32(pairs, f"{name}/paddings")]
+    value = float(op.attr("constant_value") or 0.0)
+    if value == 0.0:
+        ex.emit(OP.PAD, op, inputs, form)
+    else:
+        ex.emit(OP.PADV2, op, inputs + [ex.constant(_f32(value).reshape(1), f"{name}/value")], form)
+
+
+def _leaky(op: Operation) -> LeakyReluOptions:
+    return LeakyReluOptions(alpha=float(op.attr("alpha")))
+
+
+FLOAT_RULES: dict[object, Rule] = {
+    nn.ADD: _binary(OP.ADD, AddOptions), nn.SUB: _binary(OP.SUB, SubOptions), nn.MUL: _binary(OP.MUL, MulOptions),
+    nn.DIV: _binary(OP.DIV, DivOptions),
+    nn.BINARY["pow"]: _binary(OP.POW),
+    nn.VARIADIC["max"]: _binary(OP.MAXIMUM, MaximumMinimumOptions),
+    nn.VARIADIC["min"]: _binary(OP.MINIMUM, MaximumMinimumOptions),
+    nn.UNARY["sqrt"]: _unary(OP.SQRT), nn.UNARY["exp"]: _unary(OP.EXP), nn.UNARY["log"]: _unary(OP.LOG),
+    nn.UNARY["abs"]: _unary(OP.ABS), nn.UNARY["neg"]: _unary(OP.NEG), nn.UNARY["relu"]: _unary(OP.RELU),
+    nn.UNARY["sigmoid"]: _unary(OP.LOGISTIC), nn.UNARY["tanh"]: _unary(OP.TANH),
+    nn.UNARY["hard_swish"]: _unary(OP.HARD_SWISH), nn.UNARY["leaky_relu"]: _unary(OP.LEAKY_RELU, _leaky),
+    nn.UNARY["gelu"]: _unary(OP.GELU, lambda op: GeluOptions(approximate=op.attr("approximate") == "tanh")),
+    nn.UNARY["reciprocal"]: reciprocal, nn.CLIP: clip,
+    nn.REDUCE_MEAN: _reduce(OP.MEAN), nn.REDUCE["sum"]: _reduce(OP.SUM), nn.REDUCE["max"]: _reduce(OP.REDUCE_MAX),
+    nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
+    nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,
+    nn.MATMUL: matmul, nn.GEMM: gemm, nn.EXPAND: expand, nn.PAD: pad,
+    nn.CONV: conv, nn.MAX_POOL: _pool(OP.MAX_POOL_2D), nn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D),
+    nn.GLOBAL_AVERAGE_POOL: _global_pool(OP.MEAN), nn.GLOBAL_MAX_POOL: _global_pool(OP.REDUCE_MAX),
+}
