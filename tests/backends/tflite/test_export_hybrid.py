@@ -112,16 +112,28 @@ def test_conv_and_depthwise_are_bit_exact_with_litert(tmp_path):
 
 
 def test_exported_file_imports_as_the_same_hybrid_ops(tmp_path):
+    # an FC-only model: the input stays float and in its own layout (a conv model's NCHW -> NHWC TRANSPOSE is a
+    # float op, and EMBEDDING_LOOKUP's int32 first input is not routed to the hybrid converters by the importer)
     rng = np.random.default_rng(13)
-    module, _ = _load(conv_model(rng), tmp_path)
-    r = quantize_hybrid(module, HybridConfig(min_elements=100))
-    ex = export_tflite(r.module)
-    back = import_tflite(ex.to_bytes()).module
-    assert [op.name for op in back.main.ops if op.opdef in hybrid.HYBRID_OPS] == ["hybrid.conv", "hybrid.conv"]
-    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
-    (want,) = run_model(ex.to_bytes(), [x])
-    (got,) = run(back, {"x": x}).values()
-    assert np.array_equal(got, want)
+    model = text_model(rng)
+    graph = model.graph
+    nodes = [n for n in graph.node if n.name != "embed"]
+    nodes[0].input[0] = "emb"
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("emb", TP.FLOAT, [6, 16])], list(graph.output),
+                     [t for t in graph.initializer if t.name != "table"])
+    module, _ = _load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), tmp_path)
+    for asym in (True, False):
+        r = quantize_hybrid(module, HybridConfig(min_elements=100, asymmetric_quantize_inputs=asym))
+        ex = export_tflite(r.module)
+        back = import_tflite(ex.to_bytes()).module
+        ops = [op for op in back.main.ops if op.opdef in hybrid.HYBRID_OPS]
+        assert [op.name for op in ops] == ["hybrid.fully_connected"] * 3
+        assert [op.attr("asymmetric_quantize_inputs") for op in ops] == [asym] * 3
+        assert ops[0].attr("activation") == "RELU"
+        x = rng.standard_normal((6, 16)).astype(np.float32)
+        (want,) = run_model(ex.to_bytes(), [x])
+        assert np.array_equal(run(back, {"emb": x})["y"], want)
+        assert np.array_equal(run(r.module, {"emb": x})["y"], want)
 
 
 def _batch_matmul_module(w: np.ndarray, scales: np.ndarray, lhs_shape, axis: int, **attrs) -> Module:
