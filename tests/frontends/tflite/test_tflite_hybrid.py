@@ -15,7 +15,9 @@ import pytest
 
 from quantir.backends.tflite import (ActivationFunctionType, Conv2DOptions, DepthwiseConv2DOptions,
                                      FullyConnectedOptions, ModelBuilder, Padding, Quantization, write_model)
-from quantir.backends.tflite.check import check_tflite
+from quantir.backends.tflite import read_model
+from quantir.backends.tflite.check import check_tflite, litert_file_violations
+from quantir.backends.tflite.schema import BatchMatMulOptions
 from quantir.backends.tflite.schema import BuiltinOperator as OP
 from quantir.frontends.tflite import import_tflite
 from quantir.ir.dialects import hybrid
@@ -140,3 +142,27 @@ def test_per_channel_scales_along_the_wrong_axis_are_a_violation(tmp_path):
     w, q = _int8_weight(rng, (64, 32), True, axis=1)   # one scale per input feature
     (v,) = _violations(tmp_path, fc_model(rng, weight=w, quantization=q))
     assert "along dimension 0" in v
+
+
+def _batch_matmul_file(version: int, extra_input: bool = False) -> bytes:
+    b = ModelBuilder()
+    x = b.add_tensor("x", (2, 3), np.float32)
+    inputs = [x, b.add_constant("rhs", np.ones((3, 4), np.int8), Quantization((0.5,), (0,), 0))]
+    if extra_input:
+        inputs.append(b.add_constant("extra", np.ones(4, np.float32)))
+    y = b.add_tensor("y", (2, 4), np.float32)
+    b.add_operator(OP.BATCH_MATMUL, inputs, [y], BatchMatMulOptions(), version=version)
+    b.set_io([x], [y])
+    return write_model(b.build())
+
+
+def test_what_litert_refuses_in_a_batch_matmul_file_is_reported():
+    from quantir.backends.tflite.litert import run_model
+
+    x = np.ones((2, 3), np.float32)
+    assert run_model(_batch_matmul_file(4), [x])[0].shape == (2, 4)
+    assert litert_file_violations(read_model(_batch_matmul_file(4))) == []
+    for data, says in ((_batch_matmul_file(5), "versions 1 to 4"), (_batch_matmul_file(1, True), "takes 2 inputs")):
+        with pytest.raises((RuntimeError, ValueError)):   # load (version) or Prepare (inputs)
+            run_model(data, [x])
+        assert [says in v.message for v in litert_file_violations(read_model(data))] == [True]

@@ -34,6 +34,7 @@ _ARITY: dict[str, tuple[int, int]] = {
     "SLICE": (3, 3), "STRIDED_SLICE": (4, 4), "PAD": (2, 3), "PADV2": (2, 3), "FULLY_CONNECTED": (2, 3),
     "CONV_2D": (3, 3),   # int8 CONV_2D needs its bias (conv.cc: has_bias); DEPTHWISE_CONV_2D does not
     "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
+    "BATCH_MATMUL": (2, 2), "EMBEDDING_LOOKUP": (2, 2),   # (the dynamic-range forms' Prepare too)
 }
 _MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
 _INT16_MAX = (1 << 15) - 1   # the conv kernels' bound on strides and dilations
@@ -44,7 +45,7 @@ _MAX_VERSION = {
     "EXPAND_DIMS": 1, "FULLY_CONNECTED": 14, "HARD_SWISH": 1, "LEAKY_RELU": 2, "LOGISTIC": 3, "MAX_POOL_2D": 3,
     "MEAN": 3, "MUL": 7, "PAD": 6, "PADV2": 6, "QUANTIZE": 6, "RELU": 3, "RELU6": 3, "RELU_N1_TO_1": 1,
     "RESHAPE": 1, "RESIZE_BILINEAR": 4, "RESIZE_NEAREST_NEIGHBOR": 4, "SLICE": 8, "SOFTMAX": 3, "SQUEEZE": 1,
-    "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3, "TRANSPOSE": 8,
+    "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3, "TRANSPOSE": 8, "BATCH_MATMUL": 4, "EMBEDDING_LOOKUP": 5,
 }
 _OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
 _NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",
