@@ -1,7 +1,11 @@
-"""The real-model check of the recognizer methods (slow: two quantizations of PP-OCRv6 small rec on
-200 rendered lines). Its SVTR LayerNorms see rows whose variances differ by 120-160x: the
-L2_NORMALIZATION form (``Config(layer_norm="l2")``) keeps them, the RSQRT form does not. Measured
-when written: CTC strings equal to fp32 on 90% (l2) against 64% (rsqrt) of 100 other lines."""
+"""The real-model check of the two LayerNorm forms (slow: two quantizations of PP-OCRv6 small rec on
+200 rendered lines). Its SVTR LayerNorms see rows whose variances differ by 120-160x. When the RSQRT
+form took each row's variance as the MEAN of MUL(d, d) (one int8 scale for every square), the small
+rows lost their variance and the L2_NORMALIZATION form (``Config(layer_norm="l2")``, each row
+normalized on its own) won: CTC strings equal to fp32 on 90% (l2) against 64% (rsqrt) of 100 other
+lines. Since the RSQRT form sums each row's squares as a BATCH_MATMUL of the row with itself (exact
+integer products), it measures 92% against l2's 90% (2026-11-25): the default form must stay at
+least as good as the l2 form within two lines, and well above the old 64%; the l2 form stays usable."""
 from __future__ import annotations
 
 import warnings
@@ -32,4 +36,5 @@ def test_layer_norm_l2_form_on_ppocrv6_small_rec(real_model):
                             qr.Config(progress=False, layer_norm=form))
         got = [ctc_greedy(s, chars) for b in batches for s in next(iter(run(r.module, {feed: b}).values()))]
         rate[form] = string_equal_rate(ref, got)
-    assert rate["l2"] >= 0.85 and rate["l2"] >= rate["rsqrt"] + 0.1, rate
+    assert rate["rsqrt"] >= 0.88 and rate["rsqrt"] >= rate["l2"] - 0.02, rate
+    assert rate["l2"] >= 0.85, rate
