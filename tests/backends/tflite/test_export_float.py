@@ -191,3 +191,34 @@ def test_a_chain_that_is_not_gelu_stays_element_wise():
                                              "half": np.asarray(0.5, F)})
     with pytest.raises(UnsupportedOpError, match="nn.erf"):
         export_tflite(module)
+
+
+def test_minilm_expanded_float_ir_in_litert_matches_onnx_runtime_and_imports_back(minilm_path, minilm_tokenizer_files):
+    """all-MiniLM-L6-v2's float IR after the quantizer's expansions (LayerNorm, mean pooling written
+    out) as a float32 .tflite: LiteRT's sentence embeddings against ONNX Runtime's float model, and the
+    same file imported back into quantir's interpreter against LiteRT (the tolerance above)."""
+    ort = pytest.importorskip("onnxruntime")
+    import quantir as qr
+    from quantir.datasets import sentences
+    from quantir.datasets.wordpiece import WordPiece
+    from quantir.quantize.calibrate import ensure_names
+    from quantir.quantize.config import Config
+    from quantir.quantize.expand import expand
+    module = qr.load(minilm_path)
+    ensure_names(module.main)
+    expand(module.main, Config())
+    model = export_tflite(module).model
+    counts = {}
+    for op in model.subgraphs[0].operators:
+        code = model.operator_codes[op.opcode_index].builtin_code
+        counts[code] = counts.get(code, 0) + 1
+    assert counts[OP.GELU] == 6 and counts[OP.FULLY_CONNECTED] == 36 and OP.CUSTOM not in counts
+    tok = WordPiece.from_file(minilm_tokenizer_files["vocab.txt"])
+    feeds = tok(list(sentences.evaluation_sentences()[:8]), max_length=64)
+    names = input_names(module.main)
+    (lite,) = run_model(model, [feeds[n] for n in names])
+    (reference,) = ort.InferenceSession(str(minilm_path)).run(None, {n: feeds[n] for n in names})
+    cosine = (lite * reference).sum(-1) / np.linalg.norm(lite, axis=-1) / np.linalg.norm(reference, axis=-1)
+    assert lite.shape == (8, 384) and cosine.min() >= 0.9999, cosine
+    (back,) = run(import_tflite(model).module, {n: feeds[n] for n in names}).values()
+    _close("MiniLM imported back vs LiteRT", back, lite, exact=False)
