@@ -209,3 +209,19 @@ def test_cli_dynamic_to_tflite_writes_litert_dynamic_range_model(tmp_path, capsy
     assert np.array_equal(litert, run(ir, {"ids": ids})["y"])
     assert cli(["quantize", str(model_path), "--dynamic", "--symmetric-inputs", "-o", str(tmp_path / "x.onnx")]) == 1
     assert "--symmetric-inputs" in capsys.readouterr().err
+
+
+def test_ids_with_a_dynamic_batch_are_reshaped_from_their_shape_at_run_time(tmp_path):
+    rng = np.random.default_rng(17)
+    table = rng.standard_normal((64, 32)).astype(np.float32)
+    g = h.make_graph([h.make_node("Gather", ["table", "ids"], ["emb"], name="embed")], "g",
+                     [h.make_tensor_value_info("ids", TP.INT64, ["batch", "sequence"])],
+                     [h.make_tensor_value_info("emb", TP.FLOAT, ["batch", "sequence", 32])],
+                     [nh.from_array(table, "table")])
+    module, _ = _load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), tmp_path)
+    r = quantize_hybrid(module)
+    codes = [c.builtin_code for c, _, _ in _ops(export_tflite(r.module))]
+    assert codes == [OP.CAST, OP.RESHAPE, OP.EMBEDDING_LOOKUP, OP.SHAPE, OP.CONCATENATION, OP.RESHAPE]
+    for shape in ((2, 5), (3, 1)):
+        out = assert_bit_exact_with_litert(r.module, {"ids": rng.integers(0, 64, shape)})["outputs"]
+        assert out[0].shape == (*shape, 32)

@@ -14,7 +14,8 @@ hybrid.conv                        CONV_2D (OHWI filter, axis 0) or, when group 
                                    bias (CONV_2D gets zeros when the op has none)
 hybrid.embedding_lookup            EMBEDDING_LOOKUP (int8 table, one scale per row, axis 0);
                                    int64 ids are CAST to int32, ids of rank != 1 flattened by a
-                                   RESHAPE and the rows reshaped back
+                                   RESHAPE and the rows reshaped back (to SHAPE(ids) + the row
+                                   shape when a dim is dynamic)
 =================================  ==========================================================
 
 Weight zero points are written as 0 (the IR types say so: the symmetric quantization LiteRT's
@@ -30,10 +31,12 @@ from typing import Callable
 import numpy as np
 
 from quantir.backends.tflite.export import (Form, _act, _explicit_pad, _Exporter, _padding, _quantization, _what)
-from quantir.backends.tflite.schema import (BatchMatMulOptions, BuiltinOperator, Conv2DOptions,
-                                            DepthwiseConv2DOptions, FullyConnectedOptions, Padding, ReshapeOptions)
+from quantir.backends.tflite.schema import (BatchMatMulOptions, BuiltinOperator, ConcatenationOptions, Conv2DOptions,
+                                            DepthwiseConv2DOptions, FullyConnectedOptions, Padding, ReshapeOptions,
+                                            ShapeOptions)
+from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.errors import UnsupportedOpError
-from quantir.ir import Operation
+from quantir.ir import Operation, Value
 from quantir.ir.dialects import quant
 from quantir.ir.dialects.hybrid import (HYBRID_BATCH_MATMUL, HYBRID_CONV, HYBRID_EMBEDDING_LOOKUP,
                                             HYBRID_FULLY_CONNECTED)
@@ -109,34 +112,50 @@ def conv(ex: _Exporter, op: Operation) -> None:
                 Conv2DOptions(**common), version=5)
 
 
+def _int32_ids(ex: _Exporter, ids: Value) -> int:
+    """The ids as an int32 tensor (EMBEDDING_LOOKUP reads int32): a CAST of int64 ids."""
+    src = ex.get(ids, Form.ASIS)
+    if ids.type.element_type == IntegerType(32):
+        return src
+    shape, signature = ex._shape(ids, Form.ASIS)
+    cast = ex.b.add_tensor(ex._name(f"{ids.name_hint or 'ids'}/i32"), shape, np.int32, shape_signature=signature)
+    ex.b.add_operator(OP.CAST, [src], [cast])
+    return cast
+
+
 def embedding_lookup(ex: _Exporter, op: Operation) -> None:
+    """EMBEDDING_LOOKUP reads 1-D ids: others are flattened (RESHAPE to [-1]) and the rows reshaped
+    to ``ids.shape + row shape``, from the ids' SHAPE at run time when a dim is dynamic."""
     ids, table = op.operands
     y = op.results[0]
     name = y.name_hint or "embedding"
-    src = ex.get(ids, Form.ASIS)
-    shape = tuple(ids.type.shape)
-    if ids.type.element_type != IntegerType(32):
-        cast = ex.b.add_tensor(ex._name(f"{ids.name_hint or 'ids'}/i32"), tuple(1 if d is None else d for d in shape),
-                               np.int32, shape_signature=tuple(-1 if d is None else d for d in shape)
-                               if None in shape else ())
-        ex.b.add_operator(OP.CAST, [src], [cast])
-        src = cast
-    if len(shape) != 1:
-        if None in shape:
-            raise UnsupportedOpError(f"{_what(op)}: ids of shape {shape} with dynamic dims: EMBEDDING_LOOKUP reads "
-                                     "1-D ids, and the flattening is written for static shapes only")
-        n = math.prod(shape)
-        flat = ex.b.add_tensor(ex._name(f"{ids.name_hint or 'ids'}/flat"), (n,), np.int32)
-        ex.b.add_operator(OP.RESHAPE, [src, ex.int32([n], f"{name}/ids_shape")], [flat], ReshapeOptions(new_shape=(n,)))
-        rows_shape = (n, *table.type.shape[1:])
-        rows = ex.b.add_tensor(ex._name(f"{name}/rows"), rows_shape, np.float32)
-        ex.b.add_operator(OP.EMBEDDING_LOOKUP, [flat, _weights(ex, op)], [rows], version=3)
-        out = ex.new_tensor(y, Form.ASIS)
-        target = tuple(y.type.shape)
-        ex.b.add_operator(OP.RESHAPE, [rows, ex.int32(target, f"{name}/shape")], [out],
-                          ReshapeOptions(new_shape=target))
+    src = _int32_ids(ex, ids)
+    weights = _weights(ex, op)
+    if len(ids.type.shape) == 1:
+        ex.emit(OP.EMBEDDING_LOOKUP, op, [src, weights], Form.ASIS, version=3)
         return
-    ex.emit(OP.EMBEDDING_LOOKUP, op, [src, _weights(ex, op)], Form.ASIS, version=3)
+    row = tuple(table.type.shape[1:])
+    static, _ = ex._shape(ids, Form.ASIS)
+    dynamic = None in ids.type.shape
+    n = math.prod(static)
+    flat = ex.b.add_tensor(ex._name(f"{ids.name_hint or 'ids'}/flat"), (n,), np.int32,
+                           shape_signature=(-1,) if dynamic else ())
+    ex.b.add_operator(OP.RESHAPE, [src, ex.int32([-1], f"{name}/flat_shape")], [flat], ReshapeOptions(new_shape=(-1,)))
+    rows = ex.b.add_tensor(ex._name(f"{name}/rows"), (n, *row), np.float32,
+                           shape_signature=(-1, *row) if dynamic else ())
+    ex.b.add_operator(OP.EMBEDDING_LOOKUP, [flat, weights], [rows], version=3)
+    out = ex.new_tensor(y, Form.ASIS)
+    if not dynamic:
+        ex.b.add_operator(OP.RESHAPE, [rows, ex.int32(tuple(y.type.shape), f"{name}/shape")], [out],
+                          ReshapeOptions(new_shape=tuple(y.type.shape)))
+        return
+    rank = len(ids.type.shape)
+    dims = ex.b.add_tensor(ex._name(f"{name}/ids_shape"), (rank,), np.int32)
+    ex.b.add_operator(OP.SHAPE, [src], [dims], ShapeOptions(out_type=TFLiteTensorType.INT32))
+    target = ex.b.add_tensor(ex._name(f"{name}/target"), (rank + len(row),), np.int32)
+    ex.b.add_operator(OP.CONCATENATION, [dims, ex.int32(row, f"{name}/row_shape")], [target],
+                      ConcatenationOptions(axis=0))
+    ex.b.add_operator(OP.RESHAPE, [rows, target], [out], ReshapeOptions(new_shape=()))
 
 
 HYBRID_RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
