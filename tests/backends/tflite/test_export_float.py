@@ -153,22 +153,48 @@ def _close(what, ours, theirs, exact):
         np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL, err_msg=what)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_float_op_runs_in_litert_as_in_quantir_and_imports_back(case):
-    nodes, inputs, out_shape, inits, feeds, builtins, exact = CASES[case]
-    module = _model(nodes, inputs, out_shape, inits)
+def _export_and_compare(case, module, feeds, exact) -> list:
+    """The builtins written, in order, after checking LiteRT against quantir and the import back."""
     rng = np.random.default_rng(0)
     named = {name: feeds[name](rng) for name in input_names(module.main)}
-    exported = export_tflite(module)
-    model = exported.model
-    written = {model.operator_codes[op.opcode_index].builtin_code for op in model.subgraphs[0].operators}
-    assert builtins <= written, (case, sorted(OP(c).name for c in written))
+    model = export_tflite(module).model
+    written = [OP(model.operator_codes[op.opcode_index].builtin_code) for op in model.subgraphs[0].operators]
     assert all(t.type in (TensorType.FLOAT32, TensorType.INT32, TensorType.INT64) for t in model.subgraphs[0].tensors)
-    (theirs,) = run_model(exported.to_bytes(), list(named.values()))
+    (theirs,) = run_model(model, list(named.values()))
     (ours,) = run(module, named).values()
     _close(f"{case}: quantir vs LiteRT", ours, theirs, exact)
     (back,) = run(import_tflite(model).module, named).values()
     _close(f"{case}: imported .tflite vs LiteRT", back, theirs, exact)
+    return written
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_float_op_runs_in_litert_as_in_quantir_and_imports_back(case):
+    nodes, inputs, out_shape, inits, feeds, builtins, exact = CASES[case]
+    written = _export_and_compare(case, _model(nodes, inputs, out_shape, inits), feeds, exact)
+    assert builtins <= set(written), (case, written)
+
+
+W85 = np.random.default_rng(7).standard_normal((8, 5)).astype(F)
+FUSED = {
+    "matmul_plus_bias": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["bias", "m"])], (None, 3, 5),
+                         {"w": W85, "bias": np.linspace(-1, 1, 5).astype(F)}, [OP.FULLY_CONNECTED]),
+    "bias_along_rows_stays_an_add": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["m", "bias"])], (None, 3, 5),
+                                     {"w": W85, "bias": np.linspace(-1, 1, 3).astype(F).reshape(3, 1)},
+                                     [OP.FULLY_CONNECTED, OP.ADD]),
+    "rsqrt": ([node("Abs", ["x"], ["a"]), node("Sqrt", ["a"], ["s"]), node("Reciprocal", ["s"])], (None, 3, 8), {},
+              [OP.ABS, OP.RSQRT]),
+}
+
+
+@pytest.mark.parametrize("case", list(FUSED))
+def test_chains_one_builtin_computes_are_written_as_it(case):
+    """matmul + constant bias: one FULLY_CONNECTED with its bias (as TF's converter writes it); 1/√x: RSQRT."""
+    nodes, out_shape, inits, builtins = FUSED[case]
+    module = _model(nodes, [("x", F, (None, 3, 8))], out_shape, inits)
+    written = _export_and_compare(case, module, {"x": lambda rng: rng.standard_normal((2, 3, 8)).astype(F) + 0.1},
+                                  exact=False)
+    assert written == builtins
 
 
 def test_a_float_op_without_a_tflite_form_is_refused_by_name():

@@ -48,8 +48,8 @@ from quantir.backends.tflite.schema import (AddOptions, BatchMatMulOptions, Conv
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
 from quantir.ir.dialects import nn, quant
-from quantir.rewrite import match
-from quantir.types import FloatType
+from quantir.rewrite import Match, Pat, match
+from quantir.types import FloatType, TensorType
 
 __all__ = ["FLOAT_RULES", "fusions"]
 
@@ -133,31 +133,63 @@ def _gelu_patterns():
     return [(p, p.name == "gelu_tanh") for p in GELU.patterns if p.name in ("gelu_erf", "gelu_tanh")]
 
 
+# what TF's converter writes as one builtin: a matmul by constant weights plus a constant bias (one
+# FULLY_CONNECTED with its bias), and 1 / sqrt(x) (RSQRT)
+_MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="matmul").one_use()
+_FC_BIAS = Pat.alt(Pat.op(nn.ADD, _MATMUL, Pat.const("b"), name="op"),
+                   Pat.op(nn.ADD, Pat.const("b"), _MATMUL, name="op"))
+_RSQRT = Pat.op(nn.UNARY["reciprocal"], Pat.op(nn.UNARY["sqrt"], Pat.any("x"), name="sqrt").one_use(), name="op")
+
+
+def _fc_bias(m: Match) -> Rule | None:
+    x, w, b = m["x"], m.consts["w"], m.consts["b"]
+    n = np.shape(w)[-1]
+    if np.ndim(w) != 2 or x.type.shape is None or len(x.type.shape) < 2 or np.size(b) != n or \
+            any(d != 1 for d in np.shape(b)[:-1]):
+        return None   # a bias that broadcasts along another axis is no FULLY_CONNECTED bias
+    weights, bias = np.asarray(w).T, np.asarray(b, np.float32).reshape(n)
+    return lambda ex, op: _fc(ex, op, x, weights, bias)
+
+
+def _rsqrt(m: Match) -> Rule:
+    return _unary_of(OP.RSQRT, m["x"])
+
+
 def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
-    """Float GELU chains: the ops a GELU builtin replaces (skipped) and, per chain's last op, its rule."""
+    """Float chains one builtin computes — GELU written out (the quantizer's own patterns), matmul +
+    bias, 1 / sqrt — as the ops they absorb (skipped) and, per chain's last op, its rule."""
     absorbed: set[Operation] = set()
     fused: dict[Operation, Rule] = {}
-    candidates = [op for op in fn.ops if op.opdef is nn.MUL and op.results[0].type.element_type == F32]
-    if not candidates:
+    ends = [op for op in fn.ops if op.opdef in (nn.MUL, nn.ADD, nn.UNARY["reciprocal"]) and
+            isinstance(op.results[0].type, TensorType) and op.results[0].type.element_type == F32]
+    if not ends:
         return absorbed, fused
-    patterns = _gelu_patterns()
-    for op in candidates:
-        if op in absorbed:
-            continue
-        for pattern, tanh in patterns:
-            m = match(pattern.pattern, op.results[0])
-            if m is None or m.ops.get("op") is not op or (pattern.check and pattern.check(m)):
+    patterns = [(p.pattern, p.check, _gelu_builder(tanh)) for p, tanh in _gelu_patterns()]
+    patterns += [(_FC_BIAS, None, _fc_bias), (_RSQRT, None, _rsqrt)]
+    for op in ends:
+        for pattern, check, build in patterns:
+            m = match(pattern, op.results[0])
+            if m is None or m.ops.get("op") is not op or (check and check(m)) or \
+                    any(o in absorbed or o in fused for o in m.ops.values()):
+                continue
+            rule = build(m)
+            if rule is None:
                 continue
             absorbed.update(o for o in m.ops.values() if o is not op)
-            fused[op] = _gelu_rule(m["x"], tanh)
+            fused[op] = rule
             break
     return absorbed, fused
 
 
-def _gelu_rule(x: Value, approximate: bool) -> Rule:
+def _gelu_builder(approximate: bool):
+    return lambda m: _unary_of(OP.GELU, m["x"], GeluOptions(approximate=approximate))
+
+
+def _unary_of(code, x: Value, options=None) -> Rule:
+    """``code`` of ``x`` as the result of the chain's last op."""
     def rule(ex: _Exporter, op: Operation) -> None:
         form = ex.prefer(x)
-        ex.emit(OP.GELU, op, [ex.get(x, form)], form, GeluOptions(approximate=approximate))
+        ex.emit(code, op, [ex.get(x, form)], form, options)
     return rule
 
 
