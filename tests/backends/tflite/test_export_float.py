@@ -121,6 +121,10 @@ CASES = {
                node("AveragePool", ["p"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
                node("GlobalAveragePool", ["a"])], [("x", F, (2, 3, 6, 6))], (2, 3, 1, 1), {},
               {"x": _normal(2, 3, 6, 6)}, {OP.MAX_POOL_2D, OP.AVERAGE_POOL_2D, OP.MEAN}, False),
+    "arg_max_keepdims": ([node("ArgMax", ["x"], axis=1, keepdims=1)], [("x", F, (None, 10))], (np.int64, (None, 1)), {},
+                         {"x": _normal(4, 10)}, {OP.ARG_MAX, OP.EXPAND_DIMS}, True),
+    "arg_max": ([node("ArgMax", ["x"], axis=-1, keepdims=0)], X234, (np.int64, (2, 3)), {}, {"x": _normal(2, 3, 4)},
+                {OP.ARG_MAX}, True),
     "cast_mask": ([node("Cast", ["m"], to=onnx.TensorProto.FLOAT)], [("m", np.int64, (None, 7))], (None, 7), {},
                   {"m": lambda rng: rng.integers(0, 2, (3, 7))}, {OP.CAST}, True),
     "movement": ([node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), node("Reshape", ["t", "s"], ["r"]),
@@ -135,10 +139,12 @@ CASES = {
 
 
 def _model(nodes, inputs, out_shape, inits):
+    """``out_shape``: the float output's shape, or (dtype, shape)."""
     def vi(name, dtype, shape):
         dims = None if shape is None else [d if d is not None else "N" for d in shape]
         return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), dims)
-    graph = helper.make_graph(nodes, "float_op", [vi(*i) for i in inputs], [vi("y", F, out_shape)],
+    out_type, out_shape = out_shape if out_shape and isinstance(out_shape[0], type) else (F, out_shape)
+    graph = helper.make_graph(nodes, "float_op", [vi(*i) for i in inputs], [vi("y", out_type, out_shape)],
                               initializer=[onnx.numpy_helper.from_array(np.asarray(a), n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 17)])
     model.ir_version = 8

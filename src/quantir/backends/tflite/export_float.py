@@ -39,17 +39,18 @@ from typing import Callable
 
 import numpy as np
 
-from quantir.backends.tflite.export import (OP, Form, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
+from quantir.backends.tflite.export import (OP, Form, _dtype, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
                                             softmax)
-from quantir.backends.tflite.schema import (AddOptions, BatchMatMulOptions, Conv2DOptions, DepthwiseConv2DOptions,
-                                            DivOptions, FullyConnectedOptions, GeluOptions, LeakyReluOptions,
-                                            MaximumMinimumOptions, MulOptions, Padding, Pool2DOptions, ReducerOptions,
-                                            SubOptions)
+from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
+from quantir.backends.tflite.schema import (AddOptions, ArgMaxOptions, BatchMatMulOptions, Conv2DOptions,
+                                            DepthwiseConv2DOptions, DivOptions, FullyConnectedOptions, GeluOptions,
+                                            LeakyReluOptions, MaximumMinimumOptions, MulOptions, Padding,
+                                            Pool2DOptions, ReducerOptions, SubOptions)
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
 from quantir.ir.dialects import nn, quant
 from quantir.rewrite import Match, Pat, match
-from quantir.types import FloatType, TensorType
+from quantir.types import FloatType, IntegerType, TensorType
 
 __all__ = ["FLOAT_RULES", "fusions"]
 
@@ -451,6 +452,27 @@ def pad(ex: _Exporter, op: Operation) -> None:
         ex.emit(OP.PADV2, op, inputs + [ex.constant(_f32(value).reshape(1), f"{name}/value")], form)
 
 
+def arg_max(ex: _Exporter, op: Operation) -> None:
+    """ARG_MAX in the IR's layout, into the result's index type; LiteRT drops the axis, so keepdims=1
+    is an EXPAND_DIMS after it. Both take the first of equal values, as ONNX's default does."""
+    x, y = op.operands[0], op.results[0]
+    axis = int(op.attr("axis")) % len(x.type.shape)
+    if op.attr("select_last_index"):
+        raise UnsupportedOpError(f"{_what(op)}: select_last_index=1; LiteRT picks the first of equal values")
+    out_type = TFLiteTensorType.INT64 if y.type.element_type == IntegerType(64) else TFLiteTensorType.INT32
+    name = y.name_hint or "arg_max"
+    inputs = [ex.get(x, Form.ASIS), ex.int32([axis], f"{name}/axis")]
+    if not op.attr("keepdims"):
+        ex.emit(OP.ARG_MAX, op, inputs, Form.ASIS, ArgMaxOptions(output_type=out_type))
+        return
+    dims = [d for i, d in enumerate(y.type.shape) if i != axis]
+    signature = tuple(-1 if d is None else d for d in dims) if None in dims else ()
+    flat = ex.b.add_tensor(ex._name(f"{name}/indices"), tuple(1 if d is None else d for d in dims), _dtype(y),
+                           shape_signature=signature)
+    ex.b.add_operator(OP.ARG_MAX, inputs, [flat], ArgMaxOptions(output_type=out_type))
+    ex.emit(OP.EXPAND_DIMS, op, [flat, ex.int32([axis], f"{name}/keep_axis")], Form.ASIS)
+
+
 def _leaky(op: Operation) -> LeakyReluOptions:
     return LeakyReluOptions(alpha=float(op.attr("alpha")))
 
@@ -471,6 +493,7 @@ FLOAT_RULES: dict[object, Rule] = {
     nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
     nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,
     nn.MATMUL: matmul, nn.GEMM: gemm, nn.EXPAND: expand, nn.PAD: pad,
+    nn.ARG_MAX: arg_max,
     nn.CONV: conv, nn.MAX_POOL: _pool(OP.MAX_POOL_2D), nn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D),
     nn.GLOBAL_AVERAGE_POOL: _global_pool(OP.MEAN), nn.GLOBAL_MAX_POOL: _global_pool(OP.REDUCE_MAX),
 }

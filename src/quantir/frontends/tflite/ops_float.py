@@ -10,7 +10,7 @@ of a model, where layout games buy little.
   SQUARED_DIFFERENCE ((a − b)·(a − b));
 - element-wise SQRT, RSQRT (1 / SQRT), EXP, LOG, ABS, NEG, LOGISTIC, TANH, RELU, RELU6,
   RELU_N1_TO_1, LEAKY_RELU, HARD_SWISH, GELU;
-- MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SQUARE; SOFTMAX (last axis; a beta other than 1 scales
+- MEAN, SUM, REDUCE_MAX, REDUCE_MIN, ARG_MAX, SQUARE; SOFTMAX (last axis; a beta other than 1 scales
   the input first);
 - FULLY_CONNECTED (weights [N, K], optional bias, keep_num_dims or the flattening TFLite does),
   BATCH_MATMUL (adj_x / adj_y), BROADCAST_TO;
@@ -178,6 +178,20 @@ def broadcast_to(ctx: OpContext) -> None:
     _finish(ctx, nn.DYNAMIC_EXPAND, [x, target], dims=tuple(-1 if d is None else d for d in dims(ctx.out_tensor)))
 
 
+def arg_max(ctx: OpContext) -> None:
+    """``nn.arg_max`` (keepdims 0; i64), cast to an int32 output when the file asks for one."""
+    r = ctx.rank(0)
+    axis = ctx.const_ints(1, "axis")
+    if len(axis) != 1 or not -r <= axis[0] < r:
+        raise ModelFormatError(f"axis {list(axis)} must be one value in [{-r}, {r})")
+    out = L.identity(ctx.out_rank)
+    if ctx.result_type(out).element_type == I64:
+        ctx.emit(nn.ARG_MAX, _inputs(ctx, 0), out, axis=axis[0] % r, keepdims=0)
+        return
+    indices = ctx.helper(nn.ARG_MAX, _inputs(ctx, 0), "i64", axis=axis[0] % r, keepdims=0)
+    ctx.emit(nn.CAST, [indices], out, to=ctx.result_type(out).element_type)
+
+
 def _conv(depthwise: bool) -> Converter:
     """CONV_2D ([C_out, KH, KW, C_in / group] filter) or DEPTHWISE_CONV_2D ([1, KH, KW, C_out], group
     C_in): ``nn.conv`` in NCHW with the constant filter laid out OIHW at import, bias and padding as
@@ -252,7 +266,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.RELU_N1_TO_1: _unary(nn.CLIP, min=-1.0, max=1.0), OP.LEAKY_RELU: leaky_relu,
     OP.HARD_SWISH: _unary(nn.UNARY["hard_swish"]), OP.GELU: gelu,
     OP.MEAN: _reduce(nn.REDUCE_MEAN), OP.SUM: _reduce(nn.REDUCE["sum"]), OP.REDUCE_MAX: _reduce(nn.REDUCE["max"]),
-    OP.REDUCE_MIN: _reduce(nn.REDUCE["min"]), OP.SOFTMAX: softmax,
+    OP.REDUCE_MIN: _reduce(nn.REDUCE["min"]), OP.SOFTMAX: softmax, OP.ARG_MAX: arg_max,
     OP.FULLY_CONNECTED: fully_connected, OP.BATCH_MATMUL: batch_matmul, OP.BROADCAST_TO: broadcast_to,
     OP.CONV_2D: _conv(depthwise=False), OP.DEPTHWISE_CONV_2D: _conv(depthwise=True),
     OP.MAX_POOL_2D: _pool(nn.MAX_POOL), OP.AVERAGE_POOL_2D: _pool(nn.AVERAGE_POOL), OP.PAD: pad, OP.PADV2: pad,
