@@ -232,3 +232,36 @@ def test_minilm_hybrid_keeps_cosine_0_998_and_a_quarter_of_the_weights(minilm_pa
         a, b = fp32.run(None, f)[0], next(iter(run(r.module, f).values()))
         cos.append((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1))
     assert np.concatenate(cos).mean() >= 0.998
+
+
+def test_the_verifier_says_what_does_not_fit():
+    from quantir.errors import QuantirError, VerifyError
+    from quantir.ir import Function
+    from quantir.ir.builder import OpBuilder
+    from quantir.types import FloatType, IntegerType, TensorType, UniformQuantizedPerAxisType
+
+    f32 = FloatType("f32")
+    fn = Function.create("main", [TensorType((4, 8), f32)], [])
+    b = OpBuilder.at_end(fn)
+    q = UniformQuantizedPerAxisType(storage_type=IntegerType(8), expressed_type=f32, scales=[0.1] * 3,
+                                    zero_points=[0] * 3, quantized_dimension=0, storage_min=-127, storage_max=127)
+
+    def weight(k):
+        c = b.constant(np.ones((3, k), np.int8), IntegerType(8))
+        return b.insert(quant.SCAST.build([c], [TensorType((3, k), q)])).result
+
+    x = fn.arguments[0]
+    with pytest.raises(QuantirError, match=r"must be \[C_out, K\]"):
+        hybrid.HYBRID_FULLY_CONNECTED.build([x, weight(9)])
+    ok = hybrid.HYBRID_FULLY_CONNECTED.build([x, weight(8)])
+    assert ok.results[0].type == TensorType((4, 3), f32)
+    ok.opdef.verify_op(ok)
+    cases = [
+        (hybrid.HYBRID_FULLY_CONNECTED.build([x, weight(8)], [TensorType((4, 4), f32)]), "result shape 4x4"),
+        (hybrid.HYBRID_FULLY_CONNECTED.build([x, weight(8), b.constant(np.ones(4, np.float32))],
+                                             [TensorType((4, 3), f32)]), "one f32 value per output channel"),
+        (hybrid.HYBRID_FULLY_CONNECTED.build([x, weight(8)], activation="TANH"), "activation must be one of"),
+    ]
+    for op, message in cases:
+        with pytest.raises(VerifyError, match=message):
+            op.opdef.verify_op(op)
