@@ -530,10 +530,11 @@ def _pool(code):
 _TO_NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
 
 
-def mean(ex: _Exporter, op: Operation, code=OP.MEAN) -> None:   # SUM too
+def mean(ex: _Exporter, op: Operation, code=OP.MEAN, axes=None) -> None:   # SUM too
+    """``axes``: the reduced axes when not the op's own attribute (a float reduce's empty one: all)."""
     x = op.operands[0]
     rank = len(x.type.shape)
-    axes = sorted(int(a) % rank for a in op.attr("axes"))
+    axes = sorted(int(a) % rank for a in (op.attr("axes") if axes is None else axes))
     keep = bool(op.attr("keepdims"))
     form = ex.prefer(x)
     out_form = form
@@ -604,9 +605,10 @@ def resize_nearest(ex: _Exporter, op: Operation) -> None:
             ResizeNearestNeighborOptions(**flags), version=3 if any(flags.values()) else None)   # as op_version.cc
 
 
-def softmax(ex: _Exporter, op: Operation) -> None:   # over the IR's last axis: the IR layout
+def softmax(ex: _Exporter, op: Operation, beta: float | None = None) -> None:   # over the last axis: IR layout
+    """``beta``: when the op has none (ONNX's softmax: 1)."""
     ex.emit(OP.SOFTMAX, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS,
-            SoftmaxOptions(beta=float(op.attr("beta"))))
+            SoftmaxOptions(beta=float(op.attr("beta") if beta is None else beta)))
 
 
 def clamp(ex: _Exporter, op: Operation) -> None:

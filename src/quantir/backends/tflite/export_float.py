@@ -211,19 +211,8 @@ def _reduce(code) -> Rule:
         if axes is None:
             ex.forms.map(op.results[0], {Form.ASIS: ex.get(op.operands[0], Form.ASIS)})
             return
-        mean(ex, _Axes(op, axes), code)
+        mean(ex, op, code, axes)
     return rule
-
-
-class _Axes:
-    """A view of a reduce op with explicit axes (``mean`` reads ``axes`` and ``keepdims``)."""
-
-    def __init__(self, op: Operation, axes: list[int]):
-        self.op, self.axes = op, tuple(axes)
-        self.operands, self.results = op.operands, op.results
-
-    def attr(self, name: str):
-        return self.axes if name == "axes" else self.op.attr(name)
 
 
 def reduce_l2(ex: _Exporter, op: Operation) -> None:
@@ -246,17 +235,7 @@ def float_softmax(ex: _Exporter, op: Operation) -> None:
     if int(op.attr("axis")) % rank != rank - 1:
         raise UnsupportedOpError(f"{_what(op)}: softmax over axis {op.attr('axis')} of rank {rank}; LiteRT's "
                                  "SOFTMAX reads the last axis")
-    softmax(ex, _Beta(op))
-
-
-class _Beta:
-    """nn.softmax (ONNX's, no beta) as the int8 rule reads it: beta 1."""
-
-    def __init__(self, op: Operation):
-        self.op, self.operands, self.results = op, op.operands, op.results
-
-    def attr(self, name: str):
-        return 1.0 if name == "beta" else self.op.attr(name)
+    softmax(ex, op, beta=1.0)   # ONNX's softmax has no beta
 
 
 def layer_normalization(ex: _Exporter, op: Operation) -> None:
