@@ -15,6 +15,9 @@ Gather of a constant [rows, D] table    ``hybrid.embedding_lookup`` (EMBEDDING_L
 along axis 0 (an embedding)
 ======================================  ======================================================
 
+EMBEDDING_LOOKUP reads ids in [0, rows): ONNX Gather's negative indices fail there, in LiteRT as in
+the interpreter, with a QKernelError naming the id.
+
 Weights: int8 symmetric per output channel in LiteRT's narrow range [-127, 127], round to nearest
 (``quantize.dynamic.quantize_weight``, the ONNX dynamic path's own), zero point 0; an embedding
 table one scale per row. A weight under ``min_elements`` elements stays float: LiteRT's converter
