@@ -182,24 +182,35 @@ def test_float_op_runs_in_litert_as_in_quantir_and_imports_back(case):
 
 
 W85 = np.random.default_rng(7).standard_normal((8, 5)).astype(F)
-FUSED = {
-    "matmul_plus_bias": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["bias", "m"])], (None, 3, 5),
+X38 = ([("x", F, (None, 3, 8))], {"x": lambda rng: rng.standard_normal((2, 3, 8)).astype(F) + 0.1})
+X4 = ([("x", F, (None, 3, 5, 5))], {"x": lambda rng: 2 * rng.standard_normal((2, 3, 5, 5)).astype(F)})
+W3 = np.random.default_rng(8).standard_normal((4, 3, 3, 3)).astype(F)
+FUSED = {   # nodes, (inputs, feeds), output shape, initializers, the builtins written in order (NCHW I/O:
+           # a TRANSPOSE each way around the NHWC convolutions)
+    "matmul_plus_bias": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["bias", "m"])], X38, (None, 3, 5),
                          {"w": W85, "bias": np.linspace(-1, 1, 5).astype(F)}, [OP.FULLY_CONNECTED]),
-    "bias_along_rows_stays_an_add": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["m", "bias"])], (None, 3, 5),
-                                     {"w": W85, "bias": np.linspace(-1, 1, 3).astype(F).reshape(3, 1)},
+    "bias_along_rows_stays_an_add": ([node("MatMul", ["x", "w"], ["m"]), node("Add", ["m", "bias"])], X38,
+                                     (None, 3, 5), {"w": W85, "bias": np.linspace(-1, 1, 3).astype(F).reshape(3, 1)},
                                      [OP.FULLY_CONNECTED, OP.ADD]),
-    "rsqrt": ([node("Abs", ["x"], ["a"]), node("Sqrt", ["a"], ["s"]), node("Reciprocal", ["s"])], (None, 3, 8), {},
-              [OP.ABS, OP.RSQRT]),
+    "rsqrt": ([node("Abs", ["x"], ["a"]), node("Sqrt", ["a"], ["s"]), node("Reciprocal", ["s"])], X38, (None, 3, 8),
+              {}, [OP.ABS, OP.RSQRT]),
+    "conv_relu6": ([node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("Clip", ["c", "lo", "hi"])], X4,
+                   (None, 4, 5, 5), {"w": W3, "lo": np.asarray(0, F), "hi": np.asarray(6, F)},
+                   [OP.TRANSPOSE, OP.CONV_2D, OP.TRANSPOSE]),
+    "depthwise_relu": ([node("Conv", ["x", "w"], ["c"], group=3), node("Relu", ["c"])], X4, (None, 3, 3, 3),
+                       {"w": W3[:3, :1]}, [OP.TRANSPOSE, OP.DEPTHWISE_CONV_2D, OP.TRANSPOSE]),
+    "conv_other_clip_stays": ([node("Conv", ["x", "w"], ["c"]), node("Clip", ["c", "lo", "hi"])], X4, (None, 4, 3, 3),
+                              {"w": W3, "lo": np.asarray(-0.5, F), "hi": np.asarray(0.5, F)},
+                              [OP.TRANSPOSE, OP.CONV_2D, OP.MAXIMUM, OP.MINIMUM, OP.TRANSPOSE]),
 }
 
 
 @pytest.mark.parametrize("case", list(FUSED))
 def test_chains_one_builtin_computes_are_written_as_it(case):
-    """matmul + constant bias: one FULLY_CONNECTED with its bias (as TF's converter writes it); 1/√x: RSQRT."""
-    nodes, out_shape, inits, builtins = FUSED[case]
-    module = _model(nodes, [("x", F, (None, 3, 8))], out_shape, inits)
-    written = _export_and_compare(case, module, {"x": lambda rng: rng.standard_normal((2, 3, 8)).astype(F) + 0.1},
-                                  exact=False)
+    """What TF's converter writes as one builtin: matmul + constant bias (FULLY_CONNECTED with its bias),
+    1/√x (RSQRT), a convolution's RELU / RELU6 (its fused activation); other bounds stay separate ops."""
+    nodes, (inputs, feeds), out_shape, inits, builtins = FUSED[case]
+    written = _export_and_compare(case, _model(nodes, inputs, out_shape, inits), feeds, exact=False)
     assert written == builtins
 
 

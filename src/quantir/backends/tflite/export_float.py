@@ -42,9 +42,9 @@ import numpy as np
 from quantir.backends.tflite.export import (OP, Form, _dtype, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
                                             softmax)
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
-from quantir.backends.tflite.schema import (AddOptions, ArgMaxOptions, BatchMatMulOptions, Conv2DOptions,
-                                            DepthwiseConv2DOptions, DivOptions, FullyConnectedOptions, GeluOptions,
-                                            LeakyReluOptions, MaximumMinimumOptions, MulOptions, Padding,
+from quantir.backends.tflite.schema import (ActivationFunctionType, AddOptions, ArgMaxOptions, BatchMatMulOptions,
+                                            Conv2DOptions, DepthwiseConv2DOptions, DivOptions, FullyConnectedOptions,
+                                            GeluOptions, LeakyReluOptions, MaximumMinimumOptions, MulOptions, Padding,
                                             Pool2DOptions, ReducerOptions, SubOptions)
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
@@ -139,6 +139,8 @@ def _gelu_patterns():
 _MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="matmul").one_use()
 _FC_BIAS = Pat.alt(Pat.op(nn.ADD, _MATMUL, Pat.const("b"), name="op"),
                    Pat.op(nn.ADD, Pat.const("b"), _MATMUL, name="op"))
+_CONV_ACT = Pat.op((nn.UNARY["relu"], nn.CLIP), Pat.op(nn.CONV, name="conv", any_operands=True).one_use(),
+                   name="op")
 _RSQRT = Pat.op(nn.UNARY["reciprocal"], Pat.op(nn.UNARY["sqrt"], Pat.any("x"), name="sqrt").one_use(), name="op")
 
 
@@ -152,8 +154,17 @@ def _fc_bias(m: Match) -> Rule | None:
     return lambda ex, op: _fc(ex, op, x, weights, bias)
 
 
+def _conv_act(m: Match) -> Rule | None:
+    """A convolution's RELU / RELU6 / RELU_N1_TO_1 as its fused activation (LiteRT clamps in the kernel)."""
+    act = m.ops["op"]
+    return None if _clamp_code(act) is None else (lambda ex, op: conv(ex, m.ops["conv"], act))
+
+
 def _rsqrt(m: Match) -> Rule:
     return _unary_of(OP.RSQRT, m["x"])
+
+
+_CHAIN_ENDS = (nn.MUL, nn.ADD, nn.UNARY["reciprocal"], nn.UNARY["relu"], nn.CLIP)
 
 
 def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
@@ -161,12 +172,12 @@ def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
     bias, 1 / sqrt — as the ops they absorb (skipped) and, per chain's last op, its rule."""
     absorbed: set[Operation] = set()
     fused: dict[Operation, Rule] = {}
-    ends = [op for op in fn.ops if op.opdef in (nn.MUL, nn.ADD, nn.UNARY["reciprocal"]) and
-            isinstance(op.results[0].type, TensorType) and op.results[0].type.element_type == F32]
+    ends = [op for op in fn.ops if op.opdef in _CHAIN_ENDS and isinstance(op.results[0].type, TensorType) and
+            op.results[0].type.element_type == F32]
     if not ends:
         return absorbed, fused
     patterns = [(p.pattern, p.check, _gelu_builder(tanh)) for p, tanh in _gelu_patterns()]
-    patterns += [(_FC_BIAS, None, _fc_bias), (_RSQRT, None, _rsqrt)]
+    patterns += [(_FC_BIAS, None, _fc_bias), (_RSQRT, None, _rsqrt), (_CONV_ACT, None, _conv_act)]
     for op in ends:
         for pattern, check, build in patterns:
             m = match(pattern, op.results[0])
@@ -336,7 +347,8 @@ def expand(ex: _Exporter, op: Operation) -> None:
 
 # -- convolutions and pools -------------------------------------------------------------------------
 
-def conv(ex: _Exporter, op: Operation) -> None:
+def conv(ex: _Exporter, op: Operation, act: Operation | None = None) -> None:
+    """CONV_2D / DEPTHWISE_CONV_2D; ``act``: the clamp after it, fused (its result is the output)."""
     x, w = op.operands[0], op.operands[1]
     xs, ws = x.type.shape, w.type.shape
     weights = quant.stored_constant(w)
@@ -354,18 +366,33 @@ def conv(ex: _Exporter, op: Operation) -> None:
     if padding is None:
         src, padding = _zero_pad(ex, x, src, op.attr("pads")), Padding.VALID
     name = op.results[0].name_hint or "conv"
-    b = quant.stored_constant(op.operands[2]) if len(op.operands) > 2 else None
-    bias = ex.constant(np.asarray(b if b is not None else np.zeros(ws[0]), np.float32), f"{name}/bias")
+    bias = ex.get(op.operands[2], Form.ASIS) if len(op.operands) > 2 else \
+        ex.constant(np.zeros(ws[0], np.float32), f"{name}/bias")
     common = dict(padding=padding, stride_w=strides[1], stride_h=strides[0], dilation_w_factor=dilations[1],
-                  dilation_h_factor=dilations[0])
+                  dilation_h_factor=dilations[0], fused_activation_function=_activation(act))
     arr = np.asarray(weights, np.float32)
     if depthwise:
         filt = ex.constant(np.ascontiguousarray(arr.transpose(1, 2, 3, 0)), f"{name}/filter_1hwc")
-        ex.emit(OP.DEPTHWISE_CONV_2D, op, [src, filt, bias], Form.NHWC,
+        ex.emit(OP.DEPTHWISE_CONV_2D, act or op, [src, filt, bias], Form.NHWC,
                 DepthwiseConv2DOptions(depth_multiplier=ws[0] // xs[1], **common))
     else:
         filt = ex.constant(np.ascontiguousarray(arr.transpose(0, 2, 3, 1)), f"{name}/filter_ohwi")
-        ex.emit(OP.CONV_2D, op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
+        ex.emit(OP.CONV_2D, act or op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
+
+
+_FUSED_ACTIVATIONS = {OP.RELU: ActivationFunctionType.RELU, OP.RELU6: ActivationFunctionType.RELU6,
+                      OP.RELU_N1_TO_1: ActivationFunctionType.RELU_N1_TO_1}
+
+
+def _clamp_code(op: Operation):
+    """The RELU builtin an nn.relu / nn.clip is, or None."""
+    if op.opdef is nn.UNARY["relu"]:
+        return OP.RELU
+    return _CLAMPS.get((float(op.attr("min")), float(op.attr("max")))) if op.opdef is nn.CLIP else None
+
+
+def _activation(act: Operation | None) -> ActivationFunctionType:
+    return ActivationFunctionType.NONE if act is None else _FUSED_ACTIVATIONS[_clamp_code(act)]
 
 
 def _zero_pad(ex: _Exporter, x: Value, src: int, pads) -> int:

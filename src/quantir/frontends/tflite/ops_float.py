@@ -37,7 +37,7 @@ from .importer import Converter, OpContext
 from .ops_select import cast, range_, shape
 from .ops_shape import expand_dims, gather, reshape, slice_, squeeze, strided_slice, transpose
 from .ops_split import split, split_v
-from .ops_tensor import concatenation
+from .ops_tensor import _operand, _pick_layout, concatenation
 from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank
 from .tensors import dims
 
@@ -77,8 +77,11 @@ def _fused(ctx: OpContext):
 
 
 def _binary(opdef: OpDef) -> Converter:
+    """In the layout of the first full-rank computed operand, as the int8 ADD (a residual between
+    two convs stays NCHW); a lower-rank operand broadcasts as numpy would."""
     def convert(ctx: OpContext) -> None:
-        _finish(ctx, opdef, _inputs(ctx, 0, 1), _fused(ctx))
+        perm = _pick_layout(ctx, (0, 1), ctx.out_rank)
+        _finish(ctx, opdef, [_operand(ctx, 0, perm), _operand(ctx, 1, perm)], _fused(ctx), perm)
     return convert
 
 
@@ -87,9 +90,11 @@ def squared_difference(ctx: OpContext) -> None:
     _finish(ctx, nn.MUL, [d, d])
 
 
-def _unary(opdef: OpDef, **attrs) -> Converter:
+def _unary(opdef: OpDef, options=lambda o: {}, **fixed) -> Converter:
+    """Element-wise: in whichever layout the input already has."""
     def convert(ctx: OpContext) -> None:
-        _finish(ctx, opdef, _inputs(ctx, 0), **attrs)
+        perm = ctx.native_or_identity(0)
+        _finish(ctx, opdef, [ctx.input(0, perm)], layout=perm, **fixed, **options(ctx.options))
     return convert
 
 
@@ -102,12 +107,12 @@ def square(ctx: OpContext) -> None:
     _finish(ctx, nn.MUL, [x, x])
 
 
-def gelu(ctx: OpContext) -> None:
-    _finish(ctx, nn.UNARY["gelu"], _inputs(ctx, 0), approximate="tanh" if ctx.options.approximate else "none")
+def _gelu(o) -> dict:
+    return {"approximate": "tanh" if o.approximate else "none"}
 
 
-def leaky_relu(ctx: OpContext) -> None:
-    _finish(ctx, nn.UNARY["leaky_relu"], _inputs(ctx, 0), alpha=float(ctx.options.alpha))
+def _leaky(o) -> dict:
+    return {"alpha": float(o.alpha)}
 
 
 def _reduce(opdef: OpDef) -> Converter:
@@ -263,8 +268,8 @@ CONVERTERS: dict[OP, Converter] = {
     OP.LOG: _unary(nn.UNARY["log"]), OP.ABS: _unary(nn.UNARY["abs"]), OP.NEG: _unary(nn.UNARY["neg"]),
     OP.SQUARE: square, OP.LOGISTIC: _unary(nn.UNARY["sigmoid"]), OP.TANH: _unary(nn.UNARY["tanh"]),
     OP.RELU: _unary(nn.RELU), OP.RELU6: _unary(nn.CLIP, min=0.0, max=6.0),
-    OP.RELU_N1_TO_1: _unary(nn.CLIP, min=-1.0, max=1.0), OP.LEAKY_RELU: leaky_relu,
-    OP.HARD_SWISH: _unary(nn.UNARY["hard_swish"]), OP.GELU: gelu,
+    OP.RELU_N1_TO_1: _unary(nn.CLIP, min=-1.0, max=1.0), OP.LEAKY_RELU: _unary(nn.UNARY["leaky_relu"], _leaky),
+    OP.HARD_SWISH: _unary(nn.UNARY["hard_swish"]), OP.GELU: _unary(nn.UNARY["gelu"], _gelu),
     OP.MEAN: _reduce(nn.REDUCE_MEAN), OP.SUM: _reduce(nn.REDUCE["sum"]), OP.REDUCE_MAX: _reduce(nn.REDUCE["max"]),
     OP.REDUCE_MIN: _reduce(nn.REDUCE["min"]), OP.SOFTMAX: softmax, OP.ARG_MAX: arg_max,
     OP.FULLY_CONNECTED: fully_connected, OP.BATCH_MATMUL: batch_matmul, OP.BROADCAST_TO: broadcast_to,
