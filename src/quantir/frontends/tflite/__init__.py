@@ -11,8 +11,10 @@ NHWC ops become NCHW ``qnn`` ops with transposes only where layouts meet (see
 holds it and the permutation back to TFLite's layout, so every intermediate can be compared
 with LiteRT's.
 
-Supported (int8, per tensor or per axis, as LiteRT's int8 spec uses them): ``SUPPORTED_OPS``.
-Float compute ops and other ops raise ``UnsupportedOpError``; corrupt files and
+Supported (int8, per tensor or per axis, as LiteRT's int8 spec uses them): ``SUPPORTED_OPS``;
+operators that compute in float32 (a dynamic-range model's float part) become ``nn`` ops
+(``FLOAT_OPS``, :mod:`.ops_float`). Float16/float64 tensors and other ops raise
+``UnsupportedOpError``; corrupt files and
 inconsistent shapes ``ModelFormatError``. Spec violations the IR can express are imported
 as they are, for ``quantir check`` to report. Only the schema layer
 (:mod:`quantir.backends.tflite`) is used; ``ai_edge_litert`` is never imported.
@@ -35,18 +37,19 @@ from .ops_window import CONVERTERS as _WINDOW
 from .ops_hybrid import CONVERTERS as HYBRID_CONVERTERS
 from .ops_float import CONVERTERS as FLOAT_CONVERTERS
 
-__all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS"]
+__all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS", "FLOAT_OPS"]
 
 CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT, **_SPLIT}
 SUPPORTED_OPS: frozenset[BuiltinOperator] = frozenset(CONVERTERS)
+FLOAT_OPS: frozenset[BuiltinOperator] = frozenset(FLOAT_CONVERTERS)
 
 
 def import_tflite(source: bytes | str | os.PathLike | Model, *, subgraph: int = 0) -> TFLiteImport:
     """Import one subgraph of an int8 TFLite model (file path, bytes, or a parsed ``Model``).
 
     Raises ``ModelFormatError`` (corrupt or truncated file, missing constant data,
-    inconsistent shapes; names the tensor) and ``UnsupportedOpError`` (float compute ops,
-    ops outside ``SUPPORTED_OPS``; names the op and its output tensor).
+    inconsistent shapes; names the tensor) and ``UnsupportedOpError`` (float16/float64 tensors,
+    ops outside ``SUPPORTED_OPS`` / ``FLOAT_OPS``; names the op and its output tensor).
     """
     if isinstance(source, Model):
         model, name = source, "<model>"

@@ -1,4 +1,5 @@
-"""The TFLite importer: one subgraph -> one ``func.func @main`` of ``qnn``/``quant`` ops.
+"""The TFLite importer: one subgraph -> one ``func.func @main`` of ``qnn``/``quant`` ops (and ``nn``
+ops for float32 operators).
 
 Design notes
 - Operators are converted in file order (TFLite stores them in execution order); each
@@ -18,8 +19,12 @@ Design notes
   comparing every intermediate with LiteRT needs.
 - Files are represented faithfully: spec violations that the IR can express (asymmetric
   weights, odd bias scales, softmax output parameters) are imported for ``quantir check`` to
-  flag; float compute ops and ops quantir does not know raise ``UnsupportedOpError``;
+  flag; ops quantir does not know, float16/float64 tensors raise ``UnsupportedOpError``;
   inconsistent shapes or missing constant data raise ``ModelFormatError``.
+- An operator that computes in float32 (a float32 tensor other than QUANTIZE's input or
+  DEQUANTIZE's output) goes to the float converters (``nn`` ops, :mod:`.ops_float`); a hybrid
+  one (float32 input, int8 constant weights) to the dynamic-range converters; the rest to the
+  int8 converters.
 """
 from __future__ import annotations
 
