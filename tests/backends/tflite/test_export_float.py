@@ -125,6 +125,17 @@ CASES = {
                          {"x": _normal(4, 10)}, {OP.ARG_MAX, OP.EXPAND_DIMS}, True),
     "arg_max": ([node("ArgMax", ["x"], axis=-1, keepdims=0)], X234, (np.int64, (2, 3)), {}, {"x": _normal(2, 3, 4)},
                 {OP.ARG_MAX}, True),
+    "compare_where": ([node("Less", ["x", "z"], ["lt"]), node("Where", ["lt", "x", "c"], ["w"]),
+                       node("Tile", ["w", "reps"], ["t"]), node("Floor", ["t"])], [*X234, ("z", F, (4,))], (4, 3, 4),
+                      {"c": np.asarray(-7.5, F), "reps": np.asarray([2, 1, 1], np.int64)},
+                      {"x": lambda rng: 4 * rng.standard_normal((2, 3, 4)).astype(F), "z": _normal(4)},
+                      {OP.LESS, OP.SELECT_V2, OP.TILE, OP.FLOOR}, True),
+    "greater_equal": ([node("GreaterOrEqual", ["x", "z"])], [*X234, ("z", F, (2, 3, 4))], (np.bool_, (2, 3, 4)), {},
+                      {"x": lambda rng: rng.integers(-2, 3, (2, 3, 4)).astype(F),
+                       "z": lambda rng: rng.integers(-2, 3, (2, 3, 4)).astype(F)}, {OP.GREATER_EQUAL}, True),
+    "split": ([node("Split", ["x", "sizes"], ["a", "b"], axis=2), node("Mul", ["a", "b"])], [("x", F, (2, 3, 8))],
+              (2, 3, 4), {"sizes": np.asarray([4, 4], np.int64)}, {"x": _normal(2, 3, 8)}, {OP.SPLIT_V, OP.MUL},
+              False),
     "cast_mask": ([node("Cast", ["m"], to=onnx.TensorProto.FLOAT)], [("m", np.int64, (None, 7))], (None, 7), {},
                   {"m": lambda rng: rng.integers(0, 2, (3, 7))}, {OP.CAST}, True),
     "movement": ([node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), node("Reshape", ["t", "s"], ["r"]),
@@ -165,7 +176,8 @@ def _export_and_compare(case, module, feeds, exact) -> list:
     named = {name: feeds[name](rng) for name in input_names(module.main)}
     model = export_tflite(module).model
     written = [OP(model.operator_codes[op.opcode_index].builtin_code) for op in model.subgraphs[0].operators]
-    assert all(t.type in (TensorType.FLOAT32, TensorType.INT32, TensorType.INT64) for t in model.subgraphs[0].tensors)
+    plain = (TensorType.FLOAT32, TensorType.INT32, TensorType.INT64, TensorType.BOOL)   # nothing quantized
+    assert all(t.type in plain and t.quantization is None for t in model.subgraphs[0].tensors)
     (theirs,) = run_model(model, list(named.values()))
     (ours,) = run(module, named).values()
     _close(f"{case}: quantir vs LiteRT", ours, theirs, exact)

@@ -124,3 +124,21 @@ def test_float16_weights_are_refused_by_name():
     g.op(OP.FULLY_CONNECTED, [x, g.const("w16", np.ones((3, 4), np.float16)), -1], [y], FullyConnectedOptions())
     with pytest.raises(UnsupportedOpError, match=r"FULLY_CONNECTED -> 'y'.*'w16' is FLOAT16"):
         import_tflite(g.finish([y]))
+
+
+def test_not_equal_and_select_v2_broadcasting():
+    """An attention-mask pattern: NOT_EQUAL (nn.not of nn.equal) and SELECT_V2 broadcasting a scalar."""
+    rng = np.random.default_rng(3)
+    g = Graph()
+    m = g.input("mask", (2, 6), dtype=F)
+    s = g.input("scores", (2, 4, 6), dtype=F)
+    keep = g.act("keep", (2, 6), dtype=np.bool_)
+    g.op(OP.NOT_EQUAL, [m, g.const("zero", np.asarray(0, F))], [keep])
+    keep3 = g.act("keep3", (2, 1, 6), dtype=np.bool_)
+    g.op(OP.RESHAPE, [keep, g.const("shape", np.asarray([2, 1, 6], np.int32))], [keep3],
+         ReshapeOptions(new_shape=(2, 1, 6)))
+    y = g.act("masked", (2, 4, 6), dtype=F)
+    g.op(OP.SELECT_V2, [keep3, s, g.const("neg", np.asarray(-1e4, F))], [y])
+    result = compare_close(g.finish([y]), [rng.integers(0, 2, (2, 6)).astype(F),
+                                           rng.standard_normal((2, 4, 6)).astype(F)])
+    assert {"nn.not", "nn.equal", "nn.where"} <= set(_names(result))

@@ -7,7 +7,8 @@ IR (float32)            TFLite
 nn.add / sub / mul /    ADD / SUB / MUL / DIV (numpy broadcasting, as ONNX's); in NHWC when both
 div                     operands are 4-D and one already lives there
 nn.sqrt, exp, log, abs  SQRT, EXP, LOG, ABS, NEG, RELU, LOGISTIC, TANH, GELU, HARD_SWISH,
-neg, relu, sigmoid, ..  LEAKY_RELU; nn.reciprocal: DIV of the constant 1 by the input
+neg, relu, sigmoid, ..  LEAKY_RELU; nn.reciprocal: DIV of the constant 1 by the input (RSQRT
+                        when it inverts an nn.sqrt)
 x·½·(1 + erf(x/√2))     GELU (approximate=False), the tanh form GELU (approximate=True): the
                         quantizer's own GELU patterns recognize the chain
 nn.clip                 RELU / RELU6 / RELU_N1_TO_1 when its bounds are theirs, else MAXIMUM
@@ -17,13 +18,18 @@ max / min, reduce_l2
 nn.softmax              SOFTMAX (last axis, beta 1)
 nn.matmul               FULLY_CONNECTED (weights [N, K]) when the right operand is a 2-D
                         constant, else BATCH_MATMUL; nn.gemm (A not transposed, B and C
-                        constant): FULLY_CONNECTED with alpha and beta folded in
+                        constant): FULLY_CONNECTED with alpha and beta folded in; a constant
+                        [N] bias added after it is the FULLY_CONNECTED's bias
 nn.expand               BROADCAST_TO to a static result; with dynamic dims, MUL by a constant
                         of ones of the attribute's shape (x·1 is x: exact, and the broadcast
                         follows the input's run-time dims)
+nn.pad                 PAD (constant 0) / PADV2 (another constant)
 nn.layer_normalization  over the last axis, as TF's converter decomposes it: MEAN,
                         SQUARED_DIFFERENCE, MEAN, ADD ε, RSQRT, MUL, MUL γ, ADD β
-nn.conv (2-D)           CONV_2D (OHWI) or DEPTHWISE_CONV_2D, SAME/VALID or an explicit PAD
+nn.equal, less, ...     EQUAL / LESS / LESS_EQUAL / GREATER / GREATER_EQUAL (bool result);
+nn.where, tile, split   SELECT_V2, TILE, SPLIT_V; nn.floor: FLOOR; nn.arg_max: ARG_MAX
+nn.conv (2-D)           CONV_2D (OHWI) or DEPTHWISE_CONV_2D, SAME/VALID or an explicit PAD,
+                        a following RELU / RELU6 / RELU_N1_TO_1 fused
 nn.max_pool / average_  MAX_POOL_2D / AVERAGE_POOL_2D (SAME or VALID only); the global pools:
 pool, global pools      MEAN / REDUCE_MAX over H, W
 ======================  ======================================================================
@@ -39,13 +45,15 @@ from typing import Callable
 
 import numpy as np
 
-from quantir.backends.tflite.export import (OP, Form, _dtype, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
+from quantir.backends.tflite.export import (OP, Form, _compare, _dtype, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
                                             softmax)
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.tflite.schema import (ActivationFunctionType, AddOptions, ArgMaxOptions, BatchMatMulOptions,
-                                            Conv2DOptions, DepthwiseConv2DOptions, DivOptions, FullyConnectedOptions,
-                                            GeluOptions, LeakyReluOptions, MaximumMinimumOptions, MulOptions, Padding,
-                                            Pool2DOptions, ReducerOptions, SubOptions)
+                                            Conv2DOptions, DepthwiseConv2DOptions, DivOptions, EqualOptions,
+                                            FullyConnectedOptions, GeluOptions, GreaterEqualOptions, GreaterOptions,
+                                            LeakyReluOptions, LessEqualOptions, LessOptions, MaximumMinimumOptions,
+                                            MulOptions, Padding, Pool2DOptions, ReducerOptions, SplitVOptions,
+                                            SubOptions)
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
 from quantir.ir.dialects import nn, quant
@@ -479,6 +487,30 @@ def arg_max(ex: _Exporter, op: Operation) -> None:
     ex.emit(OP.EXPAND_DIMS, op, [flat, ex.int32([axis], f"{name}/keep_axis")], Form.ASIS)
 
 
+def where(ex: _Exporter, op: Operation) -> None:
+    """SELECT_V2 (broadcasting, as ONNX's Where) in the IR's layout."""
+    ex.emit(OP.SELECT_V2, op, [ex.get(v, Form.ASIS) for v in op.operands], Form.ASIS)
+
+
+def tile(ex: _Exporter, op: Operation) -> None:
+    x, name = op.operands[0], op.results[0].name_hint or "tile"
+    ex.emit(OP.TILE, op, [ex.get(x, Form.ASIS), ex.int32([int(r) for r in op.attr("repeats")], f"{name}/multiples")],
+            Form.ASIS)
+
+
+def split(ex: _Exporter, op: Operation) -> None:
+    """SPLIT_V into the results' sizes along the axis (static there), in the IR's layout."""
+    x = op.operands[0]
+    axis = int(op.attr("axis")) % len(x.type.shape)
+    sizes = [r.type.shape[axis] for r in op.results]
+    if None in sizes:
+        raise UnsupportedOpError(f"{_what(op)}: a split of a dynamic axis has no SPLIT_V form here")
+    name = op.results[0].name_hint or "split"
+    outs = [ex.new_tensor(r, Form.ASIS) for r in op.results]
+    ex.b.add_operator(OP.SPLIT_V, [ex.get(x, Form.ASIS), ex.int32(sizes, f"{name}/size_splits"),
+                                   ex.int32(axis, f"{name}/axis")], outs, SplitVOptions(num_splits=len(outs)))
+
+
 def _leaky(op: Operation) -> LeakyReluOptions:
     return LeakyReluOptions(alpha=float(op.attr("alpha")))
 
@@ -499,7 +531,11 @@ FLOAT_RULES: dict[object, Rule] = {
     nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
     nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,
     nn.MATMUL: matmul, nn.GEMM: gemm, nn.EXPAND: expand, nn.PAD: pad,
-    nn.ARG_MAX: arg_max,
+    nn.ARG_MAX: arg_max, nn.WHERE: where, nn.TILE: tile, nn.SPLIT: split, nn.UNARY["floor"]: _unary(OP.FLOOR),
+    **{nn.COMPARE[name]: _compare(code, options) for name, (code, options) in {
+        "equal": (OP.EQUAL, EqualOptions), "less": (OP.LESS, LessOptions),
+        "less_or_equal": (OP.LESS_EQUAL, LessEqualOptions), "greater": (OP.GREATER, GreaterOptions),
+        "greater_or_equal": (OP.GREATER_EQUAL, GreaterEqualOptions)}.items()},
     nn.CONV: conv, nn.MAX_POOL: _pool(OP.MAX_POOL_2D), nn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D),
     nn.GLOBAL_AVERAGE_POOL: _global_pool(OP.MEAN), nn.GLOBAL_MAX_POOL: _global_pool(OP.REDUCE_MAX),
 }

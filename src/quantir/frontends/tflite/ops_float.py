@@ -14,6 +14,7 @@ of a model, where layout games buy little.
   the input first);
 - FULLY_CONNECTED (weights [N, K], optional bias, keep_num_dims or the flattening TFLite does),
   BATCH_MATMUL (adj_x / adj_y), BROADCAST_TO;
+- EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL (bool results), SELECT_V2, TILE, FLOOR;
 - CONV_2D, DEPTHWISE_CONV_2D (constant float32 filters), MAX_POOL_2D, AVERAGE_POOL_2D (in NCHW, as
   ``nn`` ops take them), PAD, PADV2;
 - the movement ops whose converters do not depend on the element type (RESHAPE, TRANSPOSE,
@@ -197,6 +198,26 @@ def arg_max(ctx: OpContext) -> None:
     ctx.emit(nn.CAST, [indices], out, to=ctx.result_type(out).element_type)
 
 
+def _compare(name: str, negate: bool = False) -> Converter:
+    """EQUAL, LESS, ... of float32 operands: ``nn.<name>`` (an i1 result); NOT_EQUAL is ``nn.not`` of equal."""
+    def convert(ctx: OpContext) -> None:
+        operands = _inputs(ctx, 0, 1)
+        if negate:
+            _finish(ctx, nn.NOT, [ctx.helper(nn.COMPARE[name], operands, name)])
+        else:
+            _finish(ctx, nn.COMPARE[name], operands)
+    return convert
+
+
+def select_v2(ctx: OpContext) -> None:
+    """SELECT_V2 (broadcasting): ``nn.where``."""
+    _finish(ctx, nn.WHERE, _inputs(ctx, 0, 1, 2))
+
+
+def tile(ctx: OpContext) -> None:
+    _finish(ctx, nn.TILE, _inputs(ctx, 0), repeats=ctx.const_vector(1, "multiples"))
+
+
 def _conv(depthwise: bool) -> Converter:
     """CONV_2D ([C_out, KH, KW, C_in / group] filter) or DEPTHWISE_CONV_2D ([1, KH, KW, C_out], group
     C_in): ``nn.conv`` in NCHW with the constant filter laid out OIHW at import, bias and padding as
@@ -273,6 +294,10 @@ CONVERTERS: dict[OP, Converter] = {
     OP.MEAN: _reduce(nn.REDUCE_MEAN), OP.SUM: _reduce(nn.REDUCE["sum"]), OP.REDUCE_MAX: _reduce(nn.REDUCE["max"]),
     OP.REDUCE_MIN: _reduce(nn.REDUCE["min"]), OP.SOFTMAX: softmax, OP.ARG_MAX: arg_max,
     OP.FULLY_CONNECTED: fully_connected, OP.BATCH_MATMUL: batch_matmul, OP.BROADCAST_TO: broadcast_to,
+    OP.EQUAL: _compare("equal"), OP.NOT_EQUAL: _compare("equal", negate=True), OP.LESS: _compare("less"),
+    OP.LESS_EQUAL: _compare("less_or_equal"), OP.GREATER: _compare("greater"),
+    OP.GREATER_EQUAL: _compare("greater_or_equal"), OP.SELECT_V2: select_v2, OP.TILE: tile,
+    OP.FLOOR: _unary(nn.UNARY["floor"]),
     OP.CONV_2D: _conv(depthwise=False), OP.DEPTHWISE_CONV_2D: _conv(depthwise=True),
     OP.MAX_POOL_2D: _pool(nn.MAX_POOL), OP.AVERAGE_POOL_2D: _pool(nn.AVERAGE_POOL), OP.PAD: pad, OP.PADV2: pad,
     # movement: the same converters as the int8 import, which do not depend on the element type
