@@ -35,7 +35,13 @@ samples: padding puts HF's -3.4e38 mask bias into the attention scores' range. (
 it: its symmetric histogram range of +-3.4e38 overflows float32, numpy's "Too many bins".) MinMax
 and NNCF otherwise calibrate on every calibration sentence at its own length (nothing padded).
 
+Dynamic rows (no calibration): ONNX Runtime's ``quantize_dynamic`` beside ``quantir.quantize_dynamic``
+with each ``DynamicConfig.activations`` (auto, per_row, per_tensor): cosine as above, and latency at
+batch x tokens 1x64, 1x128, 32x64 and 32x128 with fp32 beside (``dynamic_latencies``); ``--dynamic-only``
+runs just these.
+
     .venv/bin/python bench/transformers.py            # ~15 min on 2 shared cores
+    .venv/bin/python bench/transformers.py --dynamic-only   # the dynamic rows, a few minutes
     .venv/bin/python bench/transformers.py --quick    # fewer sentences and rounds, a smoke run
 """
 from __future__ import annotations
@@ -71,6 +77,9 @@ DATA_OPS = {"Shape", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "
 FLOAT_TYPES = {1, 10, 11, 16}   # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 ORT_METHODS = ("MinMax", "Percentile", "Entropy")
 LATENCY_LENGTHS = (32, 128)
+DYNAMIC_SHAPES = ((1, 64), (1, 128), (32, 64), (32, 128))   # batch x tokens, for the dynamic rows
+DYNAMIC_ROWS = {"quantir_dynamic": "auto", "quantir_dynamic_per_row": "per_row",
+                "quantir_dynamic_per_tensor": "per_tensor"}
 VERIFY_SENTENCES = 64   # held-out sentences whose every tensor is compared, LiteRT against quantir
 
 
@@ -272,6 +281,62 @@ def quantir_rows(args, ctx: dict, work: Path) -> dict:
     return rows
 
 
+def dynamic_rows(args, ctx: dict, work: Path) -> dict:
+    """``quantir.quantize_dynamic`` (no calibration data) with each activation scheme of
+    ``DynamicConfig.activations``, run in ONNX Runtime like the peers' ``ort_dynamic``."""
+    import quantir
+    from quantir.quantize.dynamic import DynamicConfig
+    rows: dict = {}
+    for name, activations in DYNAMIC_ROWS.items():
+        out = work / f"{name}.onnx"
+        t = time.perf_counter()
+        try:
+            result = quantir.quantize_dynamic(str(args.model), DynamicConfig(activations=activations))
+            result.save(out)
+            rows[name] = measure(name, out, ctx, time.perf_counter() - t)
+            rows[name]["config"] = {"activations": activations}
+            rows[name]["per_row_inputs"] = list(result.per_row)
+        except Exception as e:
+            rows[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
+            print(f"  {name}: failed: {rows[name]['error'][:300]}", flush=True)
+    return rows
+
+
+def dynamic_feed(tokenizer: WordPiece, batch: int, length: int) -> dict[str, np.ndarray]:
+    """``batch`` rows of exactly ``length`` tokens of real text, each another stretch of the evaluation sentences."""
+    words = " ".join(S.evaluation_sentences()).split()
+    return tokenizer([" ".join(words[i * 150:(i + 1) * 150]) for i in range(batch)], max_length=length, pad_to=length)
+
+
+def dynamic_latencies(paths: dict[str, Path], tokenizer: WordPiece, rounds: int, budget_s: float) -> dict:
+    """Median ms (1 thread) of fp32, ONNX Runtime's quantize_dynamic and quantir's dynamic models at each of
+    ``DYNAMIC_SHAPES``, taken round-robin in one process; batch 32 runs a fifth of ``rounds`` (at least 5)."""
+    out: dict = {}
+    for batch, length in DYNAMIC_SHAPES:
+        n = rounds if batch == 1 else max(5, rounds // 5)
+        times = round_robin({k: session(p) for k, p in paths.items()}, dynamic_feed(tokenizer, batch, length), n,
+                            budget_s)
+        out[f"{batch}x{length}"] = {k: round(float(np.median(v)), 3) for k, v in times.items()}
+        print(f"    {batch}x{length}: " + ", ".join(f"{k} {v:.1f}" for k, v in out[f"{batch}x{length}"].items()),
+              flush=True)
+    return out
+
+
+def dynamic_table(rows: dict, lat: dict) -> str:
+    names = [k for k in ("fp32", "ort_dynamic", *DYNAMIC_ROWS) if k in rows]
+    head = f"{'dynamic':<28}{'cos mean':>9}{'cos min':>9}{'MB':>7}" + "".join(f"{'ms@' + k:>11}" for k in lat)
+    lines = [head, "-" * len(head)]
+    for name in names:
+        r = rows[name]
+        if "error" in r:
+            lines.append(f"{name:<28}  error: {r['error'][:150]}")
+            continue
+        cos = (1.0, 1.0) if name == "fp32" else (r["cosine_mean"], r["cosine_min"])
+        lines.append(f"{name:<28}{cos[0]:>9.4f}{cos[1]:>9.4f}{r['size_bytes'] / 1e6:>7.1f}"
+                     + "".join(f"{lat[k].get(name, float('nan')):>11.1f}" for k in lat))
+    return "\n".join(lines)
+
+
 def litert_row(result, path: Path, ctx: dict) -> dict:
     """The same integer model as a .tflite in LiteRT's reference kernels (BUILTIN_REF): its cosine on
     every evaluation sentence (the batches of one length), and `quantir verify` on the first
@@ -347,7 +412,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=ROOT / ".cache/models/minilm_l6.onnx")
     ap.add_argument("--vocab", type=Path, default=ROOT / ".cache/models/minilm_l6.vocab.txt")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/transformers.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON results (default bench/results/transformers.json, with --dynamic-only "
+                         "transformers_dynamic.json)")
     ap.add_argument("--quick", action="store_true", help="64 calibration / 128 evaluation sentences, 10 rounds")
     ap.add_argument("--rounds", type=int, default=50, help="latency runs per model and length (median)")
     ap.add_argument("--histogram-sentences", type=int, default=128,
@@ -357,7 +424,11 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="ORT threads for the accuracy runs (latency: 1)")
     ap.add_argument("--only", nargs="*", help="peer rows to run (default all), e.g. ort_dynamic nncf_transformer")
     ap.add_argument("--no-quantir", action="store_true")
+    ap.add_argument("--dynamic-only", action="store_true",
+                    help="only the dynamic rows: ONNX Runtime's quantize_dynamic and quantir's, cosine and latency "
+                         "at batch x tokens 1x64, 1x128, 32x64, 32x128 beside fp32 (a few minutes)")
     args = ap.parse_args()
+    args.out = args.out or ROOT / f"bench/results/transformers{'_dynamic' if args.dynamic_only else ''}.json"
     if not args.model.is_file() or not args.vocab.is_file():
         print(f"skip: {args.model} or {args.vocab} missing (`make models`)")
         return 0
@@ -384,12 +455,23 @@ def main() -> int:
                            "size_bytes": args.model.stat().st_size}}
     with tempfile.TemporaryDirectory(prefix="bench_transformers_") as d:
         work = Path(d)
+        if args.dynamic_only:
+            args.only = ["ort_dynamic"]
         rows.update(peer_rows(args, ctx, work))
-        if not args.no_quantir:
+        if not args.no_quantir and not args.dynamic_only:
             rows.update(quantir_rows(args, ctx, work))
-        print("latency (1 thread, batch 1) ...", flush=True)
-        lat = latencies(ctx["paths"], tokenizer, args.rounds, budget_s=120)
-    print(table(rows, lat))
+        if not args.no_quantir:
+            rows.update(dynamic_rows(args, ctx, work))
+        lat = {}
+        if not args.dynamic_only:
+            print("latency (1 thread, batch 1) ...", flush=True)
+            lat = latencies(ctx["paths"], tokenizer, args.rounds, budget_s=120)
+        print("dynamic models' latency (1 thread) ...", flush=True)
+        dyn = {k: ctx["paths"][k] for k in ("fp32", "ort_dynamic", *DYNAMIC_ROWS) if k in ctx["paths"]}
+        dyn_lat = dynamic_latencies(dyn, tokenizer, args.rounds, budget_s=240)
+    if not args.dynamic_only:
+        print(table(rows, lat))
+    print(dynamic_table(rows, dyn_lat))
     result = {
         "what": "all-MiniLM-L6-v2: mean/min cosine of sentence embeddings vs fp32 on held-out sentences, in "
                 "ONNX Runtime; float ops = nodes computing in float (not Q/DQ, not data movement); latency ms, "
@@ -401,6 +483,9 @@ def main() -> int:
                      "ort_dynamic": "QInt8 weights, defaults",
                      "nncf": "nncf.quantize ONNX backend, subset_size = all calibration sentences"},
         "rows": rows, "latency_ms": lat, "rounds": args.rounds, "versions": provenance(), "machine": machine(),
+        "dynamic_latency_ms": dyn_lat,
+        "dynamic_latency": "median ms, 1 thread, batch x tokens of real text, fp32 / ONNX Runtime quantize_dynamic / "
+                           "quantir quantize_dynamic taken round-robin in one process",
     }
     out = args.out.resolve()
     write_json(result, out, ROOT if out.is_relative_to(ROOT) else out.parent)

@@ -98,3 +98,43 @@ def test_minilm_dynamic_export_passes(tmp_path, capsys):
     out = qr.quantize_dynamic(MINILM).save(tmp_path / "minilm.dyn.onnx")
     assert cli(["check", str(out)]) == 0
     assert "36 ops checked, 0 violations" in capsys.readouterr().out   # 6 layers x (Q, K, V, O, FFN in, out)
+
+
+def _rewire(proto: onnx.ModelProto, edit) -> onnx.ModelProto:
+    p = onnx.ModelProto()
+    p.CopyFrom(proto)
+    edit(p.graph)
+    return p
+
+
+def _drop_restore(graph):
+    # fc_a's product is no longer multiplied back by x's row scale: the output is (x / r)·W, not x·W
+    restore = next(n for n in graph.node if n.op_type == "Mul" and list(n.output) == ["a"])
+    product = next(n for n in graph.node if list(n.output) == [restore.input[0]])
+    graph.node.remove(restore)
+    product.output[0] = "a"
+
+
+def _constant_rows(graph):
+    # fc_b's product multiplied by a constant 1 where x's row scale belongs: a Mul is there, the rows are not
+    restore = next(n for n in graph.node if n.op_type == "Mul" and list(n.output) == ["b"])
+    graph.initializer.append(numpy_helper.from_array(np.ones(1, np.float32), "one"))
+    restore.input[1] = "one"
+
+
+@pytest.mark.parametrize("edit, node", [(_drop_restore, "fc_a"), (_constant_rows, "fc_b")])
+def test_a_row_scale_not_given_back_is_a_violation(exported, tmp_path, capsys, edit, node):
+    assert any(n.op_type == "Div" and n.input[1] == "x_row_scale" for n in exported.graph.node)   # rows scaled
+    code, out = _check(_rewire(exported, edit), tmp_path / "rows.onnx", capsys)
+    assert code != 0 and "1 violation" in out, out
+    line = next(x for x in out.splitlines() if node in x)
+    assert "the rescaled product must be multiplied by that same row scale" in line, line
+
+
+def test_per_tensor_and_per_row_exports_pass(tmp_path, capsys):
+    onnx.save(model_proto(), tmp_path / "model.onnx")
+    from quantir.quantize.dynamic import DynamicConfig
+    for a in ("per_tensor", "per_row"):
+        out = qr.quantize_dynamic(tmp_path / "model.onnx", DynamicConfig(activations=a)).save(tmp_path / f"{a}.onnx")
+        assert cli(["check", str(out)]) == 0
+        assert "3 ops checked, 0 violations" in capsys.readouterr().out

@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--exclude NODE keeps MatMuls float. With -o OUT.tflite: LiteRT's dynamic-range model "
                         "(int8 weights on FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, EMBEDDING_LOOKUP; weights "
                         "under --min-elements stay float)")
+    p.add_argument("--dynamic-activations", choices=("auto", "per_row", "per_tensor"), default=None,
+                   help="with --dynamic -o OUT.onnx: run-time activation scales per row where no normalization "
+                        "bounds the rows (auto, the default), per row everywhere, or one per tensor")
     p.add_argument("--symmetric-inputs", action="store_true",
                    help="with --dynamic -o OUT.tflite: write asymmetric_quantize_inputs=false (one scale per input "
                         "row, no zero point); LiteRT's converter writes true, the default")
@@ -166,6 +169,9 @@ def run_dynamic(args: argparse.Namespace) -> int:
     if args.weights_only is not None or args.data:
         raise QuantirError("--dynamic needs no calibration data and cannot be combined with --weights-only or "
                            "--data: drop one")
+    if args.dynamic_activations and Path(args.output).suffix == ".tflite":
+        raise QuantirError("--dynamic-activations applies to the ONNX dynamic model: LiteRT's dynamic-range ops "
+                           "scale their inputs per row (see --symmetric-inputs)")
     if args.symmetric_inputs and Path(args.output).suffix != ".tflite":
         raise QuantirError("--symmetric-inputs is an option of LiteRT's dynamic-range ops: write -o OUT.tflite")
     if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
@@ -180,7 +186,8 @@ def run_dynamic(args: argparse.Namespace) -> int:
         result = quantize_hybrid(args.model, HybridConfig(min_elements=args.min_elements, exclude=tuple(args.exclude),
                                                           asymmetric_quantize_inputs=not args.symmetric_inputs))
     else:
-        result = quantize_dynamic(args.model, DynamicConfig(exclude=tuple(args.exclude)))
+        result = quantize_dynamic(args.model, DynamicConfig(exclude=tuple(args.exclude),
+                                                            activations=args.dynamic_activations or "auto"))
     result.save(args.output)
     if args.summary:
         import json

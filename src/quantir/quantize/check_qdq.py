@@ -128,6 +128,7 @@ def check_qdq(module: Module | Function) -> spec.CheckReport:
 # -- dynamic-range rows ------------------------------------------------------------------------------
 # A dynamic export (quantize/dynamic.py) computes each quantized MatMul as
 #   DynamicQuantizeLinear(x) -> MatMulInteger(xq, Wq, x_zp, w_zp) -> Cast f32 -> Mul(x_scale * w_scale)
+# and with per-row activations x is first divided by its row scale r, which multiplies the product back.
 # which is LiteRT's dynamic-range ("hybrid") FULLY_CONNECTED, or BATCH_MATMUL for a weight of rank > 2.
 # The file holds the weight scale only in the rescale, so that is where the row reads it.
 
@@ -213,7 +214,25 @@ def _dynamic_row(op: Operation) -> tuple[str, list[tuple[str, str]]]:
                                       f"channel (the weight's last axis, {channels})"))
         elif not np.all(np.isfinite(s)) or np.any(s <= 0):
             found.append(("output 0", "weight scales in the rescale must be finite and positive"))
+    if dql is not None and last is not None:
+        found += _row_restore(dql, last)
     return kind, found
+
+
+def _row_restore(dql: Operation, last: Operation) -> list[tuple[str, str]]:
+    """Per-row activations (``DynamicConfig.activations``): the input was divided by a run-time row
+    scale r before its DynamicQuantizeLinear, so the rescaled product must be multiplied by the same
+    r, before anything else reads it (the output is then x·W, not (x / r)·W)."""
+    div = _producer(dql.operands[0], nn.DIV)
+    if div is None or _const(div.operands[1]) is not None:
+        return []   # no row scaling (a constant divisor is float arithmetic before the layer)
+    r = div.operands[1]
+    y = last.results[0]
+    restore = y.uses[0] if len(y.uses) == 1 else None
+    if restore is None or restore[0].opdef is not nn.MUL or restore[0].operands[1 - restore[1]] is not r:
+        return [("output 0", "the input was divided by its run-time row scale before quantization: the rescaled "
+                             "product must be multiplied by that same row scale")]
+    return []
 
 
 def dynamic_rows(fn: Function) -> tuple[int, list[spec.Violation]]:
