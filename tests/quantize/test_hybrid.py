@@ -195,21 +195,33 @@ def test_conv_and_depthwise_become_hybrid_conv(tmp_path):
     assert [f.op for f in quantize_hybrid(module).floats] == ["dw"]
 
 
-def test_weights_that_cannot_be_hybrid_stay_float_with_reasons(tmp_path):
-    rng = np.random.default_rng(9)
-    inits = {"w": rng.standard_normal((4, 64, 32)).astype(np.float32),
+def batched_model(rng) -> onnx.ModelProto:
+    """MatMul of x [4, 3, 64] with a constant B [4, 64, 32] (per-head weights), and a 1-D Conv."""
+    inits = {"w": (rng.standard_normal((4, 64, 32)) * 0.2).astype(np.float32),
              "wc": rng.standard_normal((8, 4, 5)).astype(np.float32)}
     nodes = [h.make_node("MatMul", ["x", "w"], ["y"], name="batched"),
              h.make_node("Conv", ["s", "wc"], ["z"], name="conv1d")]
-    model = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [4, 3, 64]),
-                           h.make_tensor_value_info("s", TP.FLOAT, [1, 4, 20])],
-                   [h.make_tensor_value_info("y", TP.FLOAT, [4, 3, 32]),
-                    h.make_tensor_value_info("z", TP.FLOAT, [1, 8, 16])], inits)
+    return _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [4, 3, 64]),
+                          h.make_tensor_value_info("s", TP.FLOAT, [1, 4, 20])],
+                  [h.make_tensor_value_info("y", TP.FLOAT, [4, 3, 32]),
+                   h.make_tensor_value_info("z", TP.FLOAT, [1, 8, 16])], inits)
+
+
+def test_a_batched_constant_b_becomes_batch_matmul_and_a_1d_conv_stays_float(tmp_path):
+    rng = np.random.default_rng(9)
+    model = batched_model(rng)
     module, _ = _load(model, tmp_path)
     r = quantize_hybrid(module, HybridConfig(min_elements=100))
-    assert r.layers == []
-    reasons = {f.op: f.reason for f in r.floats}
-    assert "batched weights" in reasons["batched"] and "1-D convolution" in reasons["conv1d"]
+    (op,) = _hybrid_ops(r.module)
+    assert op.name == "hybrid.batch_matmul" and op.attr("asymmetric_quantize_inputs")
+    q, s = _weight(op)
+    assert q.shape == (4, 64, 32) and op.operands[1].type.element_type.quantized_dimension == 2 and s.size == 32
+    assert [(f.op, "1-D convolution" in f.reason) for f in r.floats] == [("conv1d", True)]
+    feeds = {"x": rng.standard_normal((4, 3, 64)).astype(np.float32),
+             "s": rng.standard_normal((1, 4, 20)).astype(np.float32)}
+    got, want = run(r.module, feeds)["y"], _ort(model, feeds)["y"]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02
+    assert check_module(r.module).ok
 
 
 @pytest.mark.slow

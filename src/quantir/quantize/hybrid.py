@@ -9,6 +9,8 @@ float op                                hybrid op (LiteRT builtin)
 ======================================  ======================================================
 MatMul with a constant 2-D B, Gemm      ``hybrid.fully_connected`` (FULLY_CONNECTED); a
 (+ Add of a constant [N] bias, + Relu)  following bias Add and Relu are fused into it
+MatMul with a constant B of rank 3-5    ``hybrid.batch_matmul`` (BATCH_MATMUL), one scale per
+                                        column N
 Conv 2-D with constant weights          ``hybrid.conv`` (CONV_2D; DEPTHWISE_CONV_2D when
 (+ Relu)                                group == C_in)
 Gather of a constant [rows, D] table    ``hybrid.embedding_lookup`` (EMBEDDING_LOOKUP)
@@ -41,7 +43,7 @@ from ..errors import QuantirError
 from ..ir import Function, Module, Operation, Value
 from ..ir.builder import OpBuilder, function_like
 from ..ir.dialects import arith, nn, quant
-from ..ir.dialects.hybrid import HYBRID_CONV, HYBRID_EMBEDDING_LOOKUP, HYBRID_FULLY_CONNECTED
+from ..ir.dialects.hybrid import HYBRID_BATCH_MATMUL, HYBRID_CONV, HYBRID_EMBEDDING_LOOKUP, HYBRID_FULLY_CONNECTED
 from ..ir.mapping import IRMapping
 from ..types import FloatType, IntegerType, TensorType, UniformQuantizedPerAxisType
 from .dynamic import DynamicConfig, _site, quantize_weight
@@ -137,7 +139,7 @@ class HybridResult:
 @dataclass(frozen=True)
 class _Plan:
     op: Operation
-    kind: str                          # "matmul", "gemm", "conv", "gather"
+    kind: str                          # "matmul", "gemm", "batch_matmul", "conv", "gather"
     weight: np.ndarray                 # float, in the hybrid op's layout
     bias: np.ndarray | None = None     # f32 [C_out]
     fused: tuple[Operation, ...] = ()  # the bias Add / Relu absorbed, in order
@@ -184,9 +186,24 @@ def _refusal(op: Operation, kind: str, size: int, config: HybridConfig) -> str |
     return None
 
 
+def _plan_batched(op: Operation, w: np.ndarray, config: HybridConfig) -> tuple[_Plan | None, str | None]:
+    """A MatMul whose constant B has batch axes: LiteRT's BATCH_MATMUL with a constant int8 rhs."""
+    why = _refusal(op, "matmul", w.size, config)
+    if why is not None:
+        return None, why
+    if w.ndim > 5 or op.operands[0].type.rank is None or not 2 <= op.operands[0].type.rank <= 5:
+        return None, f"a MatMul of rank {max(w.ndim, op.operands[0].type.rank or 0)} (LiteRT's BATCH_MATMUL: 2 to 5)"
+    if config.asymmetric_quantize_inputs and w.ndim == 5 and w.shape[0] > 1:
+        return None, "asymmetric inputs with a 5-D B whose first axis is > 1 (LiteRT reads row sums it never computed)"
+    return _Plan(op, "batch_matmul", np.ascontiguousarray(w, np.float32)), None
+
+
 def _plan_matmul(op: Operation, config: HybridConfig) -> tuple[_Plan | None, str | None]:
     w, why = _site(op, DynamicConfig(ops=("matmul", "gemm"), min_elements=config.min_elements,
                                      exclude=config.exclude))
+    b = _constant(op.operands[1]) if op.opdef is nn.MATMUL and len(op.operands) > 1 else None
+    if w is None and b is not None and b.ndim > 2:
+        return _plan_batched(op, b, config)
     if w is None:
         return None, why
     kind = "gemm" if op.opdef is nn.GEMM else "matmul"
@@ -246,15 +263,18 @@ def _plan(op: Operation, config: HybridConfig) -> tuple[_Plan | None, str | None
 
 def _weight_value(b: OpBuilder, plan: _Plan, name: str) -> tuple[Value, int, float]:
     """The int8 weight (constant + quant.scast to its per-axis type), its stored bytes, its SQNR."""
+    axis = 0
     if plan.kind in ("matmul", "gemm"):
         q_kn, scales, sqnr = quantize_weight(plan.weight.T)          # [K, N], one scale per N
         q = np.ascontiguousarray(q_kn.T)
-    else:   # conv: per output channel (axis 0); an embedding table: per row (axis 0)
-        qz = quantize_array(plan.weight, channel_axis=0, block_axis=1, config=_RTN8)
+    else:   # conv: per output channel (axis 0); a table: per row (axis 0); a batched B [..., K, N]: per N
+        if plan.kind == "batch_matmul":
+            axis = plan.weight.ndim - 1
+        qz = quantize_array(plan.weight, channel_axis=axis, block_axis=1 if axis == 0 else axis - 1, config=_RTN8)
         q, scales, sqnr = qz.q.astype(np.int8), np.asarray(qz.scales, np.float32), qz.sqnr_db
     qtype = UniformQuantizedPerAxisType(storage_type=IntegerType(8), expressed_type=_F32,
                                         scales=scales.astype(np.float64).tolist(), zero_points=[0] * scales.size,
-                                        quantized_dimension=0, storage_min=-127, storage_max=127)
+                                        quantized_dimension=axis, storage_min=-127, storage_max=127)
     c = b.constant(q, IntegerType(8), name=f"{name}_quantized")
     s = b.insert(quant.SCAST.build([c], [TensorType(tuple(q.shape), qtype)], loc=plan.op.loc)).result
     s.name_hint = f"{name}_int8"
@@ -270,6 +290,9 @@ def _emit(b: OpBuilder, plan: _Plan, m: IRMapping, config: HybridConfig) -> tupl
     bias = [] if plan.bias is None else [b.constant(plan.bias, name=f"{wname}_bias")]
     if plan.kind == "gather":
         new = HYBRID_EMBEDDING_LOOKUP.build([m.lookup(op.operands[1]), w])
+    elif plan.kind == "batch_matmul":
+        new = HYBRID_BATCH_MATMUL.build([m.lookup(op.operands[0]), w],
+                                        asymmetric_quantize_inputs=config.asymmetric_quantize_inputs)
     elif plan.kind == "conv":
         attrs = {k: op.attr(k) for k in ("strides", "pads", "dilations", "group")}
         auto_pad = op.attr("auto_pad") or "NOTSET"

@@ -225,3 +225,20 @@ def test_ids_with_a_dynamic_batch_are_reshaped_from_their_shape_at_run_time(tmp_
     for shape in ((2, 5), (3, 1)):
         out = assert_bit_exact_with_litert(r.module, {"ids": rng.integers(0, 64, shape)})["outputs"]
         assert out[0].shape == (*shape, 32)
+
+
+@pytest.mark.parametrize("asym", [True, False])
+def test_a_batched_constant_b_is_bit_exact_with_litert(tmp_path, asym):
+    from ...quantize.test_hybrid import batched_model
+
+    rng = np.random.default_rng(18)
+    model = batched_model(rng)
+    model.graph.node.pop()   # the 1-D Conv stays float: keep the BATCH_MATMUL alone
+    model.graph.output.pop()
+    model.graph.input.pop()
+    module, _ = _load(model, tmp_path)
+    r = quantize_hybrid(module, HybridConfig(min_elements=100, asymmetric_quantize_inputs=asym))
+    ex = assert_bit_exact_with_litert(r.module, {"x": rng.standard_normal((4, 3, 64)).astype(np.float32)})["export"]
+    ((code, o, (_, rhs)),) = _ops(ex)
+    assert code.builtin_code == OP.BATCH_MATMUL and o.options.asymmetric_quantize_inputs == asym
+    assert rhs.quantization.quantized_dimension == 2 and len(rhs.quantization.scale) == 32
