@@ -142,3 +142,13 @@ def test_not_equal_and_select_v2_broadcasting():
     result = compare_close(g.finish([y]), [rng.integers(0, 2, (2, 6)).astype(F),
                                            rng.standard_normal((2, 4, 6)).astype(F)])
     assert {"nn.not", "nn.equal", "nn.where"} <= set(_names(result))
+
+
+def test_a_float_op_with_a_quantized_operand_is_refused():
+    """MUL of a float32 tensor by an int8 constant: neither an int8, a float32 nor a dynamic-range op."""
+    g = Graph()
+    x = g.input("x", (2, 3), dtype=F)
+    y = g.act("y", (2, 3), dtype=F)
+    g.op(OP.MUL, [x, g.const("k", np.ones((2, 3), np.int8), scale=0.5)], [y], MulOptions())
+    with pytest.raises(UnsupportedOpError, match=r"MUL -> 'y'.*'k' is quantized INT8.*computes in float32"):
+        import_tflite(g.finish([y]))

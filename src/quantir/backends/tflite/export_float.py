@@ -109,6 +109,8 @@ _CLAMPS = {(0.0, math.inf): OP.RELU, (0.0, 6.0): OP.RELU6, (-1.0, 1.0): OP.RELU_
 def clip(ex: _Exporter, op: Operation) -> None:
     """A standard clamp as its own builtin; other bounds as MAXIMUM then MINIMUM with constants."""
     x, y = op.operands[0], op.results[0]
+    if y.type.element_type != F32:
+        raise UnsupportedOpError(f"{_what(op)}: a clip of {y.type} is written only for float32")
     lo, hi = float(op.attr("min")), float(op.attr("max"))
     form = ex.prefer(x)
     code = _CLAMPS.get((lo, hi))

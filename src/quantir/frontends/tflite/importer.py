@@ -297,6 +297,8 @@ class Importer:
             if hybrid is None:
                 ctx.check_tensor_types()
             computes_in_float = hybrid is None and ctx.computes_in_float()
+            if computes_in_float:
+                ctx.check_not_mixed()
             table = self.floats if computes_in_float else self.converters
             convert = hybrid or (table.get(builtin) if builtin is not None else None)
             if convert is None:
@@ -476,6 +478,17 @@ class OpContext:
         """A float32 tensor other than QUANTIZE's input or DEQUANTIZE's output (the int8 boundary)."""
         boundary = {("QUANTIZE", "input"), ("DEQUANTIZE", "output")}
         return any(t.type is TFLType.FLOAT32 and (self.op_name, role) not in boundary for role, _, t in self._tensors())
+
+    def check_not_mixed(self) -> None:
+        """A float32 operator reads and writes plain tensors: a quantized one beside float32 (an int8
+        weight on an op quantir has no dynamic-range converter for, a float bias on an int8 op) is refused."""
+        for role, idx, t in self._tensors():
+            if is_quantized(t):
+                raise UnsupportedOpError(
+                    f"{role} '{self.imp.names[idx]}' is quantized {t.type.name} on an operator that computes in "
+                    f"float32: quantir reads {self.op_name} as an int8 op, a float32 op"
+                    f"{' or a dynamic-range op' if self.op_name in {b.name for b in self.imp.hybrid} else ''}, "
+                    f"not with these tensor types")
 
     def check_tensor_types(self) -> None:
         """Refuse float types other than float32 (float16 weights, float64) and quantized uint8 / int4."""
