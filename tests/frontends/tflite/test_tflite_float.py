@@ -152,3 +152,26 @@ def test_a_float_op_with_a_quantized_operand_is_refused():
     g.op(OP.MUL, [x, g.const("k", np.ones((2, 3), np.int8), scale=0.5)], [y], MulOptions())
     with pytest.raises(UnsupportedOpError, match=r"MUL -> 'y'.*'k' is quantized INT8.*computes in float32"):
         import_tflite(g.finish([y]))
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv_of_dequantized_int8_weights(depthwise):
+    """Weight-only quantization as TF's converter writes it: DEQUANTIZE of per-channel int8 weights
+    feeding a float CONV_2D / DEPTHWISE_CONV_2D with a fused RELU6."""
+    from quantir.backends.tflite.schema import Conv2DOptions, DepthwiseConv2DOptions, Padding
+    rng = np.random.default_rng(4)
+    g = Graph()
+    x = g.input("x", (1, 5, 5, 3), dtype=F)
+    shape, axis = ((1, 3, 3, 3), 3) if depthwise else ((4, 3, 3, 3), 0)
+    scales = np.linspace(0.01, 0.05, shape[axis]).astype(F)
+    w8 = g.const("w_int8", rng.integers(-127, 128, shape).astype(np.int8), scales, 0, axis=axis)
+    w = g.act("w", shape, dtype=F)
+    g.op(OP.DEQUANTIZE, [w8], [w])
+    c_out = shape[3] if depthwise else shape[0]
+    y = g.act("y", (1, 5, 5, c_out), dtype=F)
+    common = dict(padding=Padding.SAME, fused_activation_function=RELU6)
+    options = DepthwiseConv2DOptions(depth_multiplier=1, **common) if depthwise else Conv2DOptions(**common)
+    g.op(OP.DEPTHWISE_CONV_2D if depthwise else OP.CONV_2D, [x, w, g.const("b", np.full(c_out, 0.1, F))], [y],
+         options)
+    result = compare_close(g.finish([y]), [3 * rng.standard_normal((1, 5, 5, 3)).astype(F)])
+    assert {"quant.dcast", "nn.conv", "nn.clip"} <= set(_names(result))

@@ -15,7 +15,7 @@ of a model, where layout games buy little.
 - FULLY_CONNECTED (weights [N, K], optional bias, keep_num_dims or the flattening TFLite does),
   BATCH_MATMUL (adj_x / adj_y), BROADCAST_TO;
 - EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL (bool results), SELECT_V2, TILE, FLOOR;
-- CONV_2D, DEPTHWISE_CONV_2D (constant float32 filters), MAX_POOL_2D, AVERAGE_POOL_2D (in NCHW, as
+- CONV_2D, DEPTHWISE_CONV_2D (float32 filters, constant or computed), MAX_POOL_2D, AVERAGE_POOL_2D (in NCHW, as
   ``nn`` ops take them), PAD, PADV2;
 - the movement ops whose converters do not depend on the element type (RESHAPE, TRANSPOSE,
   SQUEEZE, EXPAND_DIMS, STRIDED_SLICE, SLICE, GATHER, CONCATENATION, SPLIT, SPLIT_V, SHAPE,
@@ -225,9 +225,9 @@ def _conv(depthwise: bool) -> Converter:
     def convert(ctx: OpContext) -> None:
         _rank(ctx, 0, 4, "input")
         _rank(ctx, 1, 4, "filter")
-        if not ctx.is_const(1) or ctx.tensor(1).type is not TFLType.FLOAT32:
-            raise UnsupportedOpError(f"the filter '{ctx.tensor(1).name}' must be a float32 constant "
-                                     f"(found {ctx.tensor(1).type.name}{'' if ctx.is_const(1) else ', computed'})")
+        if ctx.tensor(1).type is not TFLType.FLOAT32:
+            raise UnsupportedOpError(f"the filter '{ctx.tensor(1).name}' is {ctx.tensor(1).type.name}; a float "
+                                     f"{ctx.op_name} reads a float32 filter")
         _, h, w, c_in = ctx.dims(0)
         filt = ctx.tensor(1).shape
         if c_in is None:
@@ -244,7 +244,10 @@ def _conv(depthwise: bool) -> Converter:
         o = ctx.options
         strides = _positive("strides", (o.stride_h, o.stride_w))
         dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
-        operands = [ctx.input(0, NCHW), ctx.constant(1, layout, tag=tag)]
+        # a constant filter is laid out at import; a computed one (the DEQUANTIZE of int8 weights that
+        # TF's converter writes for weight-only quantization) by the importer's cached transpose
+        filt = ctx.constant(1, layout, tag=tag) if ctx.is_const(1) else ctx.input(1, layout)
+        operands = [ctx.input(0, NCHW), filt]
         if ctx.has(2):
             operands.append(ctx.constant(2, (0,)))
         _finish(ctx, nn.CONV, operands, o.fused_activation_function, NCHW, strides=strides, dilations=dilations,
