@@ -45,8 +45,8 @@ from typing import Callable
 
 import numpy as np
 
-from quantir.backends.tflite.export import (OP, Form, _compare, _dtype, _Exporter, _padding, _TO_NHWC_AXIS, _what, mean,
-                                            softmax)
+from quantir.backends.tflite.export import (NHWC_PERM, OP, Form, _compare, _dtype, _Exporter, _padding, _TO_NHWC_AXIS,
+                                            _what, mean, softmax)
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.tflite.schema import (ActivationFunctionType, AddOptions, ArgMaxOptions, BatchMatMulOptions,
                                             Conv2DOptions, DepthwiseConv2DOptions, DivOptions, EqualOptions,
@@ -70,10 +70,11 @@ def _f32(value: float) -> np.ndarray:
     return np.asarray(value, np.float32)
 
 
-def _scratch(ex: _Exporter, like: Value, name: str, dtype=np.float32) -> int:
-    """A tensor shaped like ``like`` (IR layout) for an intermediate no IR value holds."""
-    shape, signature = ex._shape(like, Form.ASIS)
-    return ex.b.add_tensor(ex._name(name), shape, dtype, shape_signature=signature)
+def _scratch(ex: _Exporter, dims, name: str, dtype=np.float32) -> int:
+    """A tensor of ``dims`` (None: dynamic) for an intermediate no IR value holds."""
+    signature = tuple(-1 if d is None else d for d in dims) if None in dims else ()
+    return ex.b.add_tensor(ex._name(name), tuple(1 if d is None else d for d in dims), dtype,
+                           shape_signature=signature)
 
 
 # -- element-wise -----------------------------------------------------------------------------------
@@ -128,9 +129,8 @@ def clip(ex: _Exporter, op: Operation) -> None:
         if k == len(steps) - 1:
             ex.emit(code, op, [src, bound_t], form, MaximumMinimumOptions())
         else:
-            shape, signature = ex._shape(y, form)
-            mid = ex.b.add_tensor(ex._name(f"{y.name_hint}/lower_bounded"), shape, np.float32,
-                                  shape_signature=signature)
+            mid = _scratch(ex, [y.type.shape[i] for i in NHWC_PERM] if form is Form.NHWC else y.type.shape,
+                           f"{y.name_hint}/lower_bounded")
             ex.b.add_operator(code, [src, bound_t], [mid], MaximumMinimumOptions())
             src = mid
 
@@ -145,7 +145,7 @@ def _gelu_patterns():
 
 
 # what TF's converter writes as one builtin: a matmul by constant weights plus a constant bias (one
-# FULLY_CONNECTED with its bias), and 1 / sqrt(x) (RSQRT)
+# FULLY_CONNECTED with its bias), 1 / sqrt(x) (RSQRT), a convolution and its RELU (its fused activation)
 _MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="matmul").one_use()
 _FC_BIAS = Pat.alt(Pat.op(nn.ADD, _MATMUL, Pat.const("b"), name="op"),
                    Pat.op(nn.ADD, Pat.const("b"), _MATMUL, name="op"))
@@ -179,7 +179,8 @@ _CHAIN_ENDS = (nn.MUL, nn.ADD, nn.UNARY["reciprocal"], nn.UNARY["relu"], nn.CLIP
 
 def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
     """Float chains one builtin computes — GELU written out (the quantizer's own patterns), matmul +
-    bias, 1 / sqrt — as the ops they absorb (skipped) and, per chain's last op, its rule."""
+    bias, 1 / sqrt, a conv and its clamp — as the ops they absorb (skipped) and, per chain's last op,
+    its rule."""
     absorbed: set[Operation] = set()
     fused: dict[Operation, Rule] = {}
     ends = [op for op in fn.ops if op.opdef in _CHAIN_ENDS and isinstance(op.results[0].type, TensorType) and
@@ -243,9 +244,9 @@ def reduce_l2(ex: _Exporter, op: Operation) -> None:
     if axes is None:
         raise UnsupportedOpError(f"{_what(op)}: an L2 reduction over no axis (|x|) has no TFLite form here")
     name = y.name_hint or "reduce_l2"
-    squares = _scratch(ex, x, f"{name}/squares")
+    squares = _scratch(ex, x.type.shape, f"{name}/squares")
     ex.b.add_operator(OP.SQUARE, [ex.get(x, Form.ASIS)], [squares])
-    total = _scratch(ex, y, f"{name}/sum_of_squares")
+    total = _scratch(ex, y.type.shape, f"{name}/sum_of_squares")
     ex.b.add_operator(OP.SUM, [squares, ex.int32(axes, f"{name}/axes")], [total],
                       ReducerOptions(keep_dims=bool(op.attr("keepdims"))))
     ex.emit(OP.SQRT, op, [total], Form.ASIS)
@@ -268,18 +269,16 @@ def layer_normalization(ex: _Exporter, op: Operation) -> None:
         raise UnsupportedOpError(f"{_what(op)}: only LayerNorm over the last axis (and no mean/inv-std results) "
                                  "is exported")
     name = y.name_hint or "layer_norm"
-    reduced = x.type.clone(shape=tuple(x.type.shape[:-1]) + (1,))
+    full, reduced = x.type.shape, tuple(x.type.shape[:-1]) + (1,)
     src = ex.get(x, Form.ASIS)
 
-    def scratch(what: str, like) -> int:
-        shape = tuple(1 if d is None else d for d in like.shape)
-        sig = tuple(-1 if d is None else d for d in like.shape) if None in like.shape else ()
-        return ex.b.add_tensor(ex._name(f"{name}/{what}"), shape, np.float32, shape_signature=sig)
+    def scratch(what: str, dims) -> int:
+        return _scratch(ex, dims, f"{name}/{what}")
 
     axis = ex.int32([rank - 1], f"{name}/axis")
     mu = scratch("mean", reduced)
     ex.b.add_operator(OP.MEAN, [src, axis], [mu], ReducerOptions(keep_dims=True))
-    sq = scratch("squared_difference", x.type)
+    sq = scratch("squared_difference", full)
     ex.b.add_operator(OP.SQUARED_DIFFERENCE, [src, mu], [sq])
     var = scratch("variance", reduced)
     ex.b.add_operator(OP.MEAN, [sq, axis], [var], ReducerOptions(keep_dims=True))
@@ -288,13 +287,13 @@ def layer_normalization(ex: _Exporter, op: Operation) -> None:
                       AddOptions())
     inv = scratch("rsqrt", reduced)
     ex.b.add_operator(OP.RSQRT, [var_eps], [inv])
-    centered = scratch("centered", x.type)
+    centered = scratch("centered", full)
     ex.b.add_operator(OP.SUB, [src, mu], [centered], SubOptions())
-    normalized = scratch("normalized", x.type)
+    normalized = scratch("normalized", full)
     ex.b.add_operator(OP.MUL, [centered, inv], [normalized], MulOptions())
     scale = op.operands[1]
     if len(op.operands) > 2:
-        scaled = scratch("scaled", x.type)
+        scaled = scratch("scaled", full)
         ex.b.add_operator(OP.MUL, [normalized, ex.get(scale, Form.ASIS)], [scaled], MulOptions())
         ex.emit(OP.ADD, op, [scaled, ex.get(op.operands[2], Form.ASIS)], Form.ASIS, AddOptions())
     else:
