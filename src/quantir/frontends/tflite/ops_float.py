@@ -2,9 +2,9 @@
 its hybrid ops (and what quantir's exporter writes for a float op), chosen by the importer when an
 operator computes in float32 (a float32 tensor other than QUANTIZE's input or DEQUANTIZE's output).
 
-They work in the TFLite layout (a value a conv made NCHW is transposed back on its way in), except
-convolutions and pools, which work in NCHW as ``nn.conv`` does: float ops are the plain-numpy part
-of a model, where layout games buy little.
+Layouts as in the int8 import: convolutions and pools work in NCHW (as ``nn.conv`` does),
+element-wise and binary ops and reductions in the layout their input already has, ops that read
+the last axis or the shape (SOFTMAX, FULLY_CONNECTED, BATCH_MATMUL, reshapes) in the TFLite one.
 
 - ADD / SUB / MUL / DIV (numpy broadcasting, with their fused activation), MAXIMUM / MINIMUM, POW,
   SQUARED_DIFFERENCE ((a − b)·(a − b));
@@ -117,16 +117,22 @@ def _leaky(o) -> dict:
 
 
 def _reduce(opdef: OpDef) -> Converter:
+    """In the input's layout (TFLite axis ``a`` is IR axis ``perm[a]``); no axes: LiteRT reduces
+    nothing (ONNX would reduce all), an ``nn.identity``."""
     def convert(ctx: OpContext) -> None:
-        r = ctx.rank(0)
+        perm = ctx.native_or_identity(0)
+        r = len(perm)
         axes = ctx.const_ints(1, "axes")
         if any(not -r <= a < r for a in axes):
             raise ModelFormatError(f"axes {list(axes)} out of range for rank {r}")
-        if not axes:   # LiteRT reduces nothing then
-            ctx.emit(nn.IDENTITY, _inputs(ctx, 0), L.identity(r))
+        x = ctx.input(0, perm)
+        if not axes:
+            ctx.emit(nn.IDENTITY, [x], perm)
             return
-        _finish(ctx, opdef, _inputs(ctx, 0), axes=sorted({a % r for a in axes}),
-                keepdims=int(ctx.options.keep_dims))
+        axes = sorted({a % r for a in axes})
+        keep = bool(ctx.options.keep_dims)
+        _finish(ctx, opdef, [x], layout=perm if keep else L.drop_axes(perm, axes),
+                axes=sorted(perm[a] for a in axes), keepdims=int(keep))
     return convert
 
 
