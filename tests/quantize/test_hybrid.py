@@ -277,3 +277,28 @@ def test_the_verifier_says_what_does_not_fit():
     for op, message in cases:
         with pytest.raises(VerifyError, match=message):
             op.opdef.verify_op(op)
+
+
+def clip_model(rng, bounds) -> onnx.ModelProto:
+    """MatMul x [5, 64] by a constant [64, 32], then Clip(bounds)."""
+    inits = {"w": (rng.standard_normal((64, 32)) * 0.3).astype(np.float32),
+             "lo": np.float32(bounds[0]), "hi": np.float32(bounds[1])}
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="fc"), h.make_node("Clip", ["m", "lo", "hi"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [5, 64])],
+                  [h.make_tensor_value_info("y", TP.FLOAT, [5, 32])], inits)
+
+
+@pytest.mark.parametrize("bounds,activation", [((0.0, 6.0), "RELU6"), ((-1.0, 1.0), "RELU_N1_TO_1"),
+                                               ((0.0, 5.0), None)])
+def test_a_clip_after_the_layer_is_fused_when_litert_has_it(tmp_path, bounds, activation):
+    rng = np.random.default_rng(25)
+    model = clip_model(rng, bounds)
+    module, _ = _load(model, tmp_path)
+    r = quantize_hybrid(module)
+    (op,) = _hybrid_ops(r.module)
+    clips = [o for o in r.module.main.ops if o.name == "nn.clip"]
+    assert (op.attr("activation"), len(clips)) == ((activation, 0) if activation else ("NONE", 1))
+    x = (rng.standard_normal((5, 64)) * 2).astype(np.float32)
+    got, want = run(r.module, {"x": x})["y"], _ort(model, {"x": x})["y"]
+    assert got.min() >= bounds[0] and got.max() <= bounds[1]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02

@@ -8,11 +8,12 @@ inside the kernel; everything else stays float:
 float op                                hybrid op (LiteRT builtin)
 ======================================  ======================================================
 MatMul with a constant 2-D B, Gemm      ``hybrid.fully_connected`` (FULLY_CONNECTED); a
-(+ Add of a constant [N] bias, + Relu)  following bias Add and Relu are fused into it
+(+ Add of a constant [N] bias, + Relu)  following bias Add and Relu (or Clip to [0, 6] or
+                                        [-1, 1]) are fused into it
 MatMul with a constant B of rank 3-5    ``hybrid.batch_matmul`` (BATCH_MATMUL), one scale per
                                         column N
 Conv 2-D with constant weights          ``hybrid.conv`` (CONV_2D; DEPTHWISE_CONV_2D when
-(+ Relu)                                group == C_in)
+(+ Relu, Relu6)                         group == C_in)
 Gather of a constant [rows, D] table    ``hybrid.embedding_lookup`` (EMBEDDING_LOOKUP)
 along axis 0 (an embedding)
 ======================================  ======================================================
@@ -171,9 +172,19 @@ def _fuse_tail(start: Operation, n: int, allow_bias: bool) -> tuple[tuple[Operat
             fused.append(user)
             bias, src, last = b, (user, i), user
             user = _only_user(last.results[0])
-    if user is not None and user.opdef is nn.RELU:
+    if user is not None and _clamp(user) is not None:
         fused.append(user)
     return tuple(fused), bias, src
+
+
+def _clamp(op: Operation) -> str | None:
+    """The fused activation a Relu or a Clip is (Clip to [0, 6]: RELU6, to [-1, 1]: RELU_N1_TO_1), or None."""
+    if op.opdef is nn.RELU:
+        return "RELU"
+    if op.opdef is nn.CLIP and len(op.operands) == 1:
+        bounds = (float(op.attr("min")), float(op.attr("max")))
+        return {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get(bounds)
+    return None
 
 
 def _refusal(op: Operation, kind: str, size: int, config: HybridConfig) -> str | None:
@@ -286,7 +297,7 @@ def _emit(b: OpBuilder, plan: _Plan, m: IRMapping, config: HybridConfig) -> tupl
     last = plan.fused[-1] if plan.fused else op
     wname = op.operands[0 if plan.kind == "gather" else 1].name_hint or op.label or "weight"
     w, stored, sqnr = _weight_value(b, plan, wname)
-    act = "RELU" if plan.fused and plan.fused[-1].opdef is nn.RELU else "NONE"
+    act = (_clamp(plan.fused[-1]) if plan.fused else None) or "NONE"
     bias = [] if plan.bias is None else [b.constant(plan.bias, name=f"{wname}_bias")]
     if plan.kind == "gather":
         new = HYBRID_EMBEDDING_LOOKUP.build([m.lookup(op.operands[1]), w])

@@ -242,3 +242,15 @@ def test_a_batched_constant_b_is_bit_exact_with_litert(tmp_path, asym):
     ((code, o, (_, rhs)),) = _ops(ex)
     assert code.builtin_code == OP.BATCH_MATMUL and o.options.asymmetric_quantize_inputs == asym
     assert rhs.quantization.quantized_dimension == 2 and len(rhs.quantization.scale) == 32
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-1.0, 1.0)])
+def test_fused_relu6_and_relu_n1_to_1_are_bit_exact_with_litert(tmp_path, bounds):
+    from ...quantize.test_hybrid import clip_model
+
+    rng = np.random.default_rng(19)
+    module, _ = _load(clip_model(rng, bounds), tmp_path)
+    r = quantize_hybrid(module)
+    ex = assert_bit_exact_with_litert(r.module, {"x": (rng.standard_normal((5, 64)) * 2).astype(np.float32)})["export"]
+    ((code, o, _),) = _ops(ex)
+    assert o.options.fused_activation_function.name == ("RELU6" if bounds[1] == 6 else "RELU_N1_TO_1")
