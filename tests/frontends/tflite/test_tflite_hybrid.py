@@ -18,6 +18,7 @@ from quantir.backends.tflite import (ActivationFunctionType, Conv2DOptions, Dept
 from quantir.backends.tflite import read_model
 from quantir.backends.tflite.check import check_tflite, litert_file_violations
 from quantir.backends.tflite.schema import BatchMatMulOptions
+from quantir.backends.tflite.schema import TensorType as TFLType
 from quantir.backends.tflite.schema import BuiltinOperator as OP
 from quantir.frontends.tflite import import_tflite
 from quantir.ir.dialects import hybrid
@@ -166,3 +167,34 @@ def test_what_litert_refuses_in_a_batch_matmul_file_is_reported():
         with pytest.raises((RuntimeError, ValueError)):   # load (version) or Prepare (inputs)
             run_model(data, [x])
         assert [says in v.message for v in litert_file_violations(read_model(data))] == [True]
+
+
+def test_embedding_lookup_converter_once_the_importer_routes_it(tmp_path):
+    """Importer.is_hybrid wants a float32 first input, and EMBEDDING_LOOKUP's first input is its
+    int32 ids, so the importer does not route it to ops_hybrid yet; with a routing that also takes an
+    int8 constant feeding a float32 output, the converter reads it as hybrid.embedding_lookup."""
+    from quantir.backends.tflite import read_model
+    from quantir.backends.tflite.litert import run_model
+    from quantir.frontends.tflite import CONVERTERS, HYBRID_CONVERTERS
+    from quantir.frontends.tflite.importer import Importer
+    from quantir.runtime import run
+
+    class Routing(Importer):
+        def is_hybrid(self, op):
+            out = self.tensor(op.outputs[0])
+            return super().is_hybrid(op) or (out.type is TFLType.FLOAT32 and any(
+                i >= 0 and self.tensor(i).type is TFLType.INT8 and self.data(i) is not None for i in op.inputs))
+
+    rng = np.random.default_rng(26)
+    b = ModelBuilder()
+    ids = b.add_tensor("ids", (5,), np.int32)
+    table, q = _int8_weight(rng, (40, 8), True)
+    y = b.add_tensor("rows", (5, 8), np.float32)
+    b.add_operator(OP.EMBEDDING_LOOKUP, [ids, b.add_constant("table", table, q)], [y], version=3)
+    b.set_io([ids], [y])
+    data = write_model(b.build())
+    module = Routing(read_model(data), 0, "<bytes>", CONVERTERS, HYBRID_CONVERTERS).run().module
+    assert [op.name for op in module.main.ops if op.opdef in hybrid.HYBRID_OPS] == ["hybrid.embedding_lookup"]
+    feed = rng.integers(0, 40, 5).astype(np.int32)
+    (want,) = run_model(data, [feed])
+    assert np.array_equal(run(module, {"ids": feed})["rows"], want)
