@@ -175,3 +175,17 @@ def test_conv_of_dequantized_int8_weights(depthwise):
          options)
     result = compare_close(g.finish([y]), [3 * rng.standard_normal((1, 5, 5, 3)).astype(F)])
     assert {"quant.dcast", "nn.conv", "nn.clip"} <= set(_names(result))
+
+
+def test_quantir_check_reads_a_float_model(tmp_path, capsys):
+    """`quantir check` imports the float32 ops (nothing for the int8 spec to judge) instead of refusing them."""
+    from quantir.cli.main import main
+    g = Graph()
+    x = g.input("x", (2, 4), dtype=F)
+    y = g.act("y", (2, 3), dtype=F)
+    g.op(OP.FULLY_CONNECTED, [x, g.const("w", np.ones((3, 4), F)), g.const("b", np.zeros(3, F))], [y],
+         FullyConnectedOptions(fused_activation_function=RELU))
+    path = tmp_path / "float.tflite"
+    path.write_bytes(g.finish([y]))
+    assert main(["check", str(path)]) == 0
+    assert "0 violations" in capsys.readouterr().out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import QuantirError
-from ...frontends.tflite import CONVERTERS, HYBRID_CONVERTERS
+from ...frontends.tflite import CONVERTERS, FLOAT_CONVERTERS, HYBRID_CONVERTERS
 from ...frontends.tflite.importer import Importer
 from ...quantize import spec
 from ...quantize.check import check_module
@@ -144,7 +144,8 @@ def check_tflite(path: str) -> spec.CheckReport:
     model = load_model(path)
     file_level = litert_file_violations(model)
     try:
-        report = check_module(Importer(model, 0, str(path), CONVERTERS, HYBRID_CONVERTERS).run().module)
+        imported = Importer(model, 0, str(path), CONVERTERS, HYBRID_CONVERTERS, FLOAT_CONVERTERS).run()
+        report = check_module(imported.module)
     except QuantirError as e:
         if not file_level:
             raise
