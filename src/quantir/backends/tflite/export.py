@@ -574,19 +574,21 @@ def pad(ex: _Exporter, op: Operation) -> None:
         ex.emit(OP.PADV2, op, inputs + [_pad_value(ex, op.results[0], value)], form)
 
 
-def _resize_size(ex: _Exporter, op: Operation, src: int) -> int:
+def _resize_size(ex: _Exporter, op: Operation, src: int, sizes=None, factors=None) -> int:
     """The size input of a resize: a constant, or with ``factors`` (dynamic H, W) the input's
-    H, W times them at run time: SHAPE → STRIDED_SLICE [1:3] → MUL."""
+    H, W times them at run time: SHAPE → STRIDED_SLICE [1:3] → MUL. ``sizes`` / ``factors``: the
+    op's attributes unless given (a float resize's, worked out from ONNX's)."""
     name = op.results[0].name_hint
-    if not op.attr("factors"):
-        return ex.int32([int(s) for s in op.attr("sizes")], f"{name}/size")
+    sizes, factors = (op.attr("sizes"), op.attr("factors")) if sizes is None and factors is None else (sizes, factors)
+    if not factors:
+        return ex.int32([int(s) for s in sizes], f"{name}/size")
     shape = ex.b.add_tensor(ex._name(f"{op.operands[0].name_hint}/shape"), (4,), np.int32)
     ex.b.add_operator(OP.SHAPE, [src], [shape], ShapeOptions(out_type=TFLiteTensorType.INT32))
     hw = ex.b.add_tensor(ex._name(f"{name}/input_hw"), (2,), np.int32)
     ex.b.add_operator(OP.STRIDED_SLICE, [shape, ex.int32([1], f"{name}/hw_begin"), ex.int32([3], f"{name}/hw_end"),
                                          ex.int32([1], f"{name}/hw_strides")], [hw], StridedSliceOptions())
     size = ex.b.add_tensor(ex._name(f"{name}/size"), (2,), np.int32)
-    ex.b.add_operator(OP.MUL, [hw, ex.int32([int(f) for f in op.attr("factors")], f"{name}/factors")], [size],
+    ex.b.add_operator(OP.MUL, [hw, ex.int32([int(f) for f in factors], f"{name}/factors")], [size],
                       MulOptions())
     return size
 

@@ -30,6 +30,8 @@ nn.equal, less, ...     EQUAL / LESS / LESS_EQUAL / GREATER / GREATER_EQUAL (boo
 nn.where, tile, split   SELECT_V2, TILE, SPLIT_V; nn.floor: FLOOR; nn.arg_max: ARG_MAX
 nn.conv (2-D)           CONV_2D (OHWI) or DEPTHWISE_CONV_2D, SAME/VALID or an explicit PAD,
                         a following RELU / RELU6 / RELU_N1_TO_1 fused
+nn.resize (H, W)        RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR in the LiteRT mode that samples
+                        as ONNX's (the quantizer's Resize rules decide which)
 nn.max_pool / average_  MAX_POOL_2D / AVERAGE_POOL_2D (SAME or VALID only); the global pools:
 pool, global pools      MEAN / REDUCE_MAX over H, W
 ======================  ======================================================================
@@ -45,18 +47,19 @@ from typing import Callable
 
 import numpy as np
 
-from quantir.backends.tflite.export import (NHWC_PERM, OP, Form, _compare, _dtype, _Exporter, _padding, _TO_NHWC_AXIS,
-                                            _what, mean, softmax)
+from quantir.backends.tflite.export import (NHWC_PERM, OP, Form, _compare, _dtype, _Exporter, _padding, _resize_size,
+                                            _TO_NHWC_AXIS, _what, mean, softmax)
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.tflite.schema import (ActivationFunctionType, AddOptions, ArgMaxOptions, BatchMatMulOptions,
                                             Conv2DOptions, DepthwiseConv2DOptions, DivOptions, EqualOptions,
                                             FullyConnectedOptions, GeluOptions, GreaterEqualOptions, GreaterOptions,
                                             LeakyReluOptions, LessEqualOptions, LessOptions, MaximumMinimumOptions,
-                                            MulOptions, Padding, Pool2DOptions, ReducerOptions, SplitVOptions,
-                                            SubOptions)
+                                            MulOptions, Padding, Pool2DOptions, ReducerOptions, ResizeBilinearOptions,
+                                            ResizeNearestNeighborOptions, SplitVOptions, SubOptions)
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
 from quantir.ir.dialects import nn, quant
+from quantir.ir.dialects.nn_index import resize_plan
 from quantir.rewrite import Match, Pat, match
 from quantir.types import FloatType, IntegerType, TensorType
 
@@ -512,6 +515,45 @@ def split(ex: _Exporter, op: Operation) -> None:
                                    ex.int32(axis, f"{name}/axis")], outs, SplitVOptions(num_splits=len(outs)))
 
 
+def resize(ex: _Exporter, op: Operation) -> None:
+    """ONNX Resize of H, W as RESIZE_BILINEAR (linear: half_pixel, align_corners, asymmetric) or
+    RESIZE_NEAREST_NEIGHBOR (the LiteRT mode that copies the same pixels, which the quantizer's
+    Resize declaration works out), to static sizes or power-of-two factors of dynamic ones."""
+    from quantir.quantize.ops.resize import litert_nearest_mode, resize_factors
+    x = op.operands[0]
+    shape = tuple(x.type.shape)
+    if len(shape) != 4:
+        raise UnsupportedOpError(f"{_what(op)}: only a 4-D (NCHW) Resize has a TFLite form")
+    out, scales = resize_plan(shape, op.opdef.attr_values(op))
+    if any(out[a] != shape[a] or scales[a] != 1.0 for a in (0, 1)):
+        raise UnsupportedOpError(f"{_what(op)}: only H and W may be resized for TFLite")
+    mode, cmode = op.attr("mode"), op.attr("coordinate_transformation_mode")
+    if mode == "nearest":
+        flags = litert_nearest_mode(op)
+    elif mode == "linear" and cmode in ("half_pixel", "align_corners", "asymmetric"):
+        flags = (cmode == "align_corners", cmode == "half_pixel")
+    else:
+        flags = f"Resize {mode} with coordinate_transformation_mode {cmode} has no LiteRT equivalent"
+    if isinstance(flags, str):
+        raise UnsupportedOpError(f"{_what(op)}: {flags}")
+    sizes = factors = None
+    if None in out[2:]:
+        factors = resize_factors(shape, out, scales)
+        if isinstance(factors, str):
+            raise UnsupportedOpError(f"{_what(op)}: {factors}")
+    else:
+        sizes = out[2:]
+    src = ex.get(x, Form.NHWC)
+    size = _resize_size(ex, op, src, sizes, factors)
+    if mode == "nearest":
+        ex.emit(OP.RESIZE_NEAREST_NEIGHBOR, op, [src, size], Form.NHWC,
+                ResizeNearestNeighborOptions(align_corners=flags[0], half_pixel_centers=flags[1]),
+                version=3 if any(flags) else None)   # as op_version.cc
+    else:
+        ex.emit(OP.RESIZE_BILINEAR, op, [src, size], Form.NHWC,
+                ResizeBilinearOptions(align_corners=flags[0], half_pixel_centers=flags[1]))
+
+
 def _leaky(op: Operation) -> LeakyReluOptions:
     return LeakyReluOptions(alpha=float(op.attr("alpha")))
 
@@ -532,7 +574,8 @@ FLOAT_RULES: dict[object, Rule] = {
     nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
     nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,
     nn.MATMUL: matmul, nn.GEMM: gemm, nn.EXPAND: expand, nn.PAD: pad,
-    nn.ARG_MAX: arg_max, nn.WHERE: where, nn.TILE: tile, nn.SPLIT: split, nn.UNARY["floor"]: _unary(OP.FLOOR),
+    nn.RESIZE: resize, nn.ARG_MAX: arg_max, nn.WHERE: where, nn.TILE: tile, nn.SPLIT: split,
+    nn.UNARY["floor"]: _unary(OP.FLOOR),
     **{nn.COMPARE[name]: _compare(code, options) for name, (code, options) in {
         "equal": (OP.EQUAL, EqualOptions), "less": (OP.LESS, LessOptions),
         "less_or_equal": (OP.LESS_EQUAL, LessEqualOptions), "greater": (OP.GREATER, GreaterOptions),

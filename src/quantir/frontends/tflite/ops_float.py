@@ -16,7 +16,7 @@ the last axis or the shape (SOFTMAX, FULLY_CONNECTED, BATCH_MATMUL, reshapes) in
   BATCH_MATMUL (adj_x / adj_y), BROADCAST_TO;
 - EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL (bool results), SELECT_V2, TILE, FLOOR;
 - CONV_2D, DEPTHWISE_CONV_2D (float32 filters, constant or computed), MAX_POOL_2D, AVERAGE_POOL_2D (in NCHW, as
-  ``nn`` ops take them), PAD, PADV2;
+  ``nn`` ops take them), RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR (as ONNX Resize), PAD, PADV2;
 - the movement ops whose converters do not depend on the element type (RESHAPE, TRANSPOSE,
   SQUEEZE, EXPAND_DIMS, STRIDED_SLICE, SLICE, GATHER, CONCATENATION, SPLIT, SPLIT_V, SHAPE,
   CAST, RANGE), shared with the int8 import.
@@ -39,7 +39,7 @@ from .ops_select import cast, range_, shape
 from .ops_shape import expand_dims, gather, reshape, slice_, squeeze, strided_slice, transpose
 from .ops_split import split, split_v
 from .ops_tensor import _operand, _pick_layout, concatenation
-from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank
+from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank, _run_time_factors
 from .tensors import dims
 
 __all__ = ["CONVERTERS"]
@@ -224,6 +224,49 @@ def tile(ctx: OpContext) -> None:
     _finish(ctx, nn.TILE, _inputs(ctx, 0), repeats=ctx.const_vector(1, "multiples"))
 
 
+# LiteRT's (align_corners, half_pixel_centers) as ONNX's coordinate and nearest modes: the same
+# sampling (bilinear: the same source coordinate, clamped alike; nearest: the index rules the
+# quantizer's Resize declaration pairs, floor((o + ½)·in/out) for half-pixel centers)
+_BILINEAR_MODES = {(False, False): "asymmetric", (False, True): "half_pixel", (True, False): "align_corners"}
+_NEAREST_MODES = {(False, False): ("asymmetric", "floor"), (False, True): ("half_pixel", "round_prefer_ceil"),
+                  (True, False): ("align_corners", "round_prefer_ceil")}
+
+
+def _resize(nearest: bool) -> Converter:
+    """RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR: ``nn.resize`` (NCHW) to the constant or declared
+    size, or by the factors of quantir's run-time size (dynamic H, W)."""
+    def convert(ctx: OpContext) -> None:
+        o = ctx.options
+        _rank(ctx, 0, 4, "input")
+        flags = (bool(o.align_corners), bool(o.half_pixel_centers))
+        if flags not in _BILINEAR_MODES:
+            raise UnsupportedOpError(f"{ctx.op_name} with both align_corners and half_pixel_centers has no ONNX "
+                                     "Resize equivalent")
+        if nearest:
+            cmode, nmode = _NEAREST_MODES[flags]
+            modes = dict(mode="nearest", coordinate_transformation_mode=cmode, nearest_mode=nmode)
+        else:
+            modes = dict(mode="linear", coordinate_transformation_mode=_BILINEAR_MODES[flags])
+        out = ctx.out_tensor
+        if ctx.has(1) and ctx.is_const(1):
+            sizes = ctx.const_ints(1, "size")
+        elif out.shape_signature and min(out.shape_signature[1:3]) < 1:
+            factors = _run_time_factors(ctx)
+            if factors is None:
+                raise UnsupportedOpError("a size computed at run time for a dynamic output is read only as "
+                                         "SHAPE(input) → STRIDED_SLICE [1:3] → MUL by constant factors")
+            _finish(ctx, nn.RESIZE, [ctx.input(0, NCHW)], layout=NCHW, scales=(1.0, 1.0, *map(float, factors)),
+                    **modes)
+            return
+        else:   # computed at run time for a static output: the declared size
+            sizes = tuple(out.shape[1:3])
+        if len(sizes) != 2 or min(sizes) < 1:
+            raise ModelFormatError(f"the output size must be two positive values, found {list(sizes)}")
+        n, _, _, c = ctx.tensor(0).shape
+        _finish(ctx, nn.RESIZE, [ctx.input(0, NCHW)], layout=NCHW, sizes=(n, c, *sizes), **modes)
+    return convert
+
+
 def _conv(depthwise: bool) -> Converter:
     """CONV_2D ([C_out, KH, KW, C_in / group] filter) or DEPTHWISE_CONV_2D ([1, KH, KW, C_out], group
     C_in): ``nn.conv`` in NCHW with the constant filter laid out OIHW at import, bias and padding as
@@ -309,6 +352,7 @@ CONVERTERS: dict[OP, Converter] = {
     OP.FLOOR: _unary(nn.UNARY["floor"]),
     OP.CONV_2D: _conv(depthwise=False), OP.DEPTHWISE_CONV_2D: _conv(depthwise=True),
     OP.MAX_POOL_2D: _pool(nn.MAX_POOL), OP.AVERAGE_POOL_2D: _pool(nn.AVERAGE_POOL), OP.PAD: pad, OP.PADV2: pad,
+    OP.RESIZE_BILINEAR: _resize(nearest=False), OP.RESIZE_NEAREST_NEIGHBOR: _resize(nearest=True),
     # movement: the same converters as the int8 import, which do not depend on the element type
     OP.RESHAPE: reshape, OP.TRANSPOSE: transpose, OP.SQUEEZE: squeeze, OP.EXPAND_DIMS: expand_dims,
     OP.STRIDED_SLICE: strided_slice, OP.SLICE: slice_, OP.GATHER: gather, OP.CONCATENATION: concatenation,
