@@ -150,6 +150,8 @@ CASES = {
                                 coordinate_transformation_mode="asymmetric")], [("x", F, (1, 3, None, None))],
                           (1, 3, None, None), {"scales": np.asarray([1, 1, 2, 2], F)}, {"x": _normal(1, 3, 5, 4)},
                           {OP.SHAPE, OP.MUL, OP.RESIZE_NEAREST_NEIGHBOR}, True),
+    "space_to_depth": ([node("SpaceToDepth", ["x"], blocksize=2)], [("x", F, (2, 3, 4, 6))], (2, 12, 2, 3), {},
+                       {"x": _normal(2, 3, 4, 6)}, {OP.SPACE_TO_DEPTH}, True),
     "cast_mask": ([node("Cast", ["m"], to=onnx.TensorProto.FLOAT)], [("m", np.int64, (None, 7))], (None, 7), {},
                   {"m": lambda rng: rng.integers(0, 2, (3, 7))}, {OP.CAST}, True),
     "movement": ([node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), node("Reshape", ["t", "s"], ["r"]),

@@ -19,7 +19,7 @@ the last axis or the shape (SOFTMAX, FULLY_CONNECTED, BATCH_MATMUL, reshapes) in
   ``nn`` ops take them), RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR (as ONNX Resize), PAD, PADV2;
 - the movement ops whose converters do not depend on the element type (RESHAPE, TRANSPOSE,
   SQUEEZE, EXPAND_DIMS, STRIDED_SLICE, SLICE, GATHER, CONCATENATION, SPLIT, SPLIT_V, SHAPE,
-  CAST, RANGE), shared with the int8 import.
+  CAST, RANGE, SPACE_TO_DEPTH), shared with the int8 import.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from ...types import IntegerType
 from . import layout as L
 from .importer import Converter, OpContext
 from .ops_select import cast, range_, shape
-from .ops_shape import expand_dims, gather, reshape, slice_, squeeze, strided_slice, transpose
+from .ops_shape import expand_dims, gather, reshape, slice_, space_to_depth, squeeze, strided_slice, transpose
 from .ops_split import split, split_v
 from .ops_tensor import _operand, _pick_layout, concatenation
 from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank, _run_time_factors
@@ -357,4 +357,5 @@ CONVERTERS: dict[OP, Converter] = {
     OP.RESHAPE: reshape, OP.TRANSPOSE: transpose, OP.SQUEEZE: squeeze, OP.EXPAND_DIMS: expand_dims,
     OP.STRIDED_SLICE: strided_slice, OP.SLICE: slice_, OP.GATHER: gather, OP.CONCATENATION: concatenation,
     OP.SPLIT: split, OP.SPLIT_V: split_v, OP.SHAPE: shape, OP.CAST: cast, OP.RANGE: range_,
+    OP.SPACE_TO_DEPTH: space_to_depth,
 }
