@@ -291,3 +291,24 @@ def test_gather_has_no_hybrid_form():
     (out,) = run_op(OP.GATHER, [T(table.shape, scale=0.5, data=table), T(ids.shape, np.int32)],
                     [T((2, 3), np.float32)], [ids], GatherOptions())
     assert out.dtype == np.int8 and np.array_equal(out, table[ids])   # raw int8, not dequantized
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("k", [37, 64])
+def test_run_time_rounding_of_ties_follows_litert_by_position(asym, k):
+    # Rows full of values that scale to exact halves (and to 0.49999997, one float32 step below a
+    # half): LiteRT's SIMD loop over the first K - K % 8 values rounds them by adding ±0.5 in
+    # float32 and truncating, its scalar tail half away from zero. An identity weight makes the
+    # output the quantized row itself, so every rounding shows.
+    rng = np.random.default_rng(k + 2 * asym)
+    rows = 400
+    x = (rng.standard_normal((rows, k)) * rng.uniform(0.1, 5, (rows, 1))).astype(np.float32)
+    lo, hi = np.minimum(0, x.min(1)), np.maximum(0, x.max(1))
+    inv = (np.float32(255) / (hi - lo)) if asym else (np.float32(127) / np.abs(x).max(1))
+    n = rng.integers(-60, 60, (rows, k))
+    ties = ((n + 0.5) / inv[:, None].astype(np.float64)).astype(np.float32)
+    x2 = np.where(rng.random((rows, k)) < 0.5, ties, x).astype(np.float32)
+    x2[:, 0], x2[:, 1] = x.min(1), x.max(1)     # the rows keep their ranges
+    w, ws = np.eye(k, dtype=np.int8), np.ones(k, np.float32)
+    got = qk.fully_connected_hybrid(x2, w, ws, None, asymmetric_quantize_inputs=asym)
+    assert_same("FULLY_CONNECTED hybrid, rounding of ties", got, _fc_litert(x2, w, ws, None, "none", asym, False))

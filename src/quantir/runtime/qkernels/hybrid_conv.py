@@ -79,12 +79,15 @@ def _centered(x: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
 
 
 def _quantize_images(x: np.ndarray, symmetric: bool):
-    flat = x.reshape(x.shape[0], -1)
+    """Each image quantized as LiteRT reads it, a row in NHWC order (the rounding depends on the
+    position in the row, hybrid.litert_round_rows); returned in the kernels' NCHW layout."""
+    nhwc = x.transpose(0, 2, 3, 1)
+    flat = nhwc.reshape(x.shape[0], -1)
     if symmetric:
-        q, s = symmetric_quantize_rows(flat)
-        return q.reshape(x.shape), s, None
-    q, s, zp = asymmetric_quantize_rows(flat)
-    return q.reshape(x.shape), s, zp
+        (q, s), zp = symmetric_quantize_rows(flat), None
+    else:
+        q, s, zp = asymmetric_quantize_rows(flat)
+    return q.reshape(nhwc.shape).transpose(0, 3, 1, 2), s, zp
 
 
 def _conv_acc(xc: np.ndarray, w: np.ndarray, groups: int, pads, strides, dilations, out) -> np.ndarray:
