@@ -70,6 +70,8 @@ CASES = {
                    {OP.LEAKY_RELU}, False),
     "hard_swish": ([node("HardSwish", ["x"])], X234, (2, 3, 4), {}, {"x": _normal(2, 3, 4)},
                    {OP.HARD_SWISH}, False),
+    "hard_sigmoid": ([node("HardSigmoid", ["x"], alpha=0.25, beta=0.4)], X234, (2, 3, 4), {},
+                     {"x": lambda rng: 4 * rng.standard_normal((2, 3, 4)).astype(F)}, {OP.RELU_0_TO_1}, False),
     "pow_square": ([node("Pow", ["x", "two"])], X234, (2, 3, 4), {"two": np.asarray(2.0, F)},
                    {"x": _normal(2, 3, 4)}, {OP.POW}, False),
     "clip_relu6": ([node("Clip", ["x", "lo", "hi"])], X234, (2, 3, 4), {"lo": np.asarray(0, F), "hi": np.asarray(6, F)},

@@ -8,7 +8,7 @@ nn.add / sub / mul /    ADD / SUB / MUL / DIV (numpy broadcasting, as ONNX's); i
 div                     operands are 4-D and one already lives there
 nn.sqrt, exp, log, abs  SQRT, EXP, LOG, ABS, NEG, RELU, LOGISTIC, TANH, GELU, HARD_SWISH,
 neg, relu, sigmoid, ..  LEAKY_RELU; nn.reciprocal: DIV of the constant 1 by the input (RSQRT
-                        when it inverts an nn.sqrt)
+                        when it inverts an nn.sqrt); nn.hard_sigmoid: MUL, ADD, RELU_0_TO_1
 x·½·(1 + erf(x/√2))     GELU (approximate=False), the tanh form GELU (approximate=True): the
                         quantizer's own GELU patterns recognize the chain
 nn.clip                 RELU / RELU6 / RELU_N1_TO_1 when its bounds are theirs, else MAXIMUM
@@ -136,6 +136,20 @@ def clip(ex: _Exporter, op: Operation) -> None:
                            f"{y.name_hint}/lower_bounded")
             ex.b.add_operator(code, [src, bound_t], [mid], MaximumMinimumOptions())
             src = mid
+
+
+def hard_sigmoid(ex: _Exporter, op: Operation) -> None:
+    """max(0, min(1, α·x + β)): LiteRT has no builtin for it; MUL, ADD, then RELU_0_TO_1."""
+    x, y = op.operands[0], op.results[0]
+    form = ex.prefer(x)
+    dims = [y.type.shape[i] for i in NHWC_PERM] if form is Form.NHWC else y.type.shape
+    name = y.name_hint or "hard_sigmoid"
+    scaled = _scratch(ex, dims, f"{name}/scaled")
+    ex.b.add_operator(OP.MUL, [ex.get(x, form), ex.constant(_f32(op.attr("alpha")), f"{name}/alpha")], [scaled],
+                      MulOptions())
+    shifted = _scratch(ex, dims, f"{name}/shifted")
+    ex.b.add_operator(OP.ADD, [scaled, ex.constant(_f32(op.attr("beta")), f"{name}/beta")], [shifted], AddOptions())
+    ex.emit(OP.RELU_0_TO_1, op, [shifted], form)
 
 
 # -- GELU written out -------------------------------------------------------------------------------
@@ -569,7 +583,7 @@ FLOAT_RULES: dict[object, Rule] = {
     nn.UNARY["sigmoid"]: _unary(OP.LOGISTIC), nn.UNARY["tanh"]: _unary(OP.TANH),
     nn.UNARY["hard_swish"]: _unary(OP.HARD_SWISH), nn.UNARY["leaky_relu"]: _unary(OP.LEAKY_RELU, _leaky),
     nn.UNARY["gelu"]: _unary(OP.GELU, lambda op: GeluOptions(approximate=op.attr("approximate") == "tanh")),
-    nn.UNARY["reciprocal"]: reciprocal, nn.CLIP: clip,
+    nn.UNARY["reciprocal"]: reciprocal, nn.CLIP: clip, nn.UNARY["hard_sigmoid"]: hard_sigmoid,
     nn.REDUCE_MEAN: _reduce(OP.MEAN), nn.REDUCE["sum"]: _reduce(OP.SUM), nn.REDUCE["max"]: _reduce(OP.REDUCE_MAX),
     nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
     nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,

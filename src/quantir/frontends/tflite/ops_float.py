@@ -9,7 +9,7 @@ the last axis or the shape (SOFTMAX, FULLY_CONNECTED, BATCH_MATMUL, reshapes) in
 - ADD / SUB / MUL / DIV (numpy broadcasting, with their fused activation), MAXIMUM / MINIMUM, POW,
   SQUARED_DIFFERENCE ((a − b)·(a − b));
 - element-wise SQRT, RSQRT (1 / SQRT), EXP, LOG, ABS, NEG, LOGISTIC, TANH, RELU, RELU6,
-  RELU_N1_TO_1, LEAKY_RELU, HARD_SWISH, GELU;
+  RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU;
 - MEAN, SUM, REDUCE_MAX, REDUCE_MIN, ARG_MAX, SQUARE; SOFTMAX (last axis; a beta other than 1 scales
   the input first);
 - FULLY_CONNECTED (weights [N, K], optional bias, keep_num_dims or the flattening TFLite does),
@@ -341,7 +341,8 @@ CONVERTERS: dict[OP, Converter] = {
     OP.LOG: _unary(nn.UNARY["log"]), OP.ABS: _unary(nn.UNARY["abs"]), OP.NEG: _unary(nn.UNARY["neg"]),
     OP.SQUARE: square, OP.LOGISTIC: _unary(nn.UNARY["sigmoid"]), OP.TANH: _unary(nn.UNARY["tanh"]),
     OP.RELU: _unary(nn.RELU), OP.RELU6: _unary(nn.CLIP, min=0.0, max=6.0),
-    OP.RELU_N1_TO_1: _unary(nn.CLIP, min=-1.0, max=1.0), OP.LEAKY_RELU: _unary(nn.UNARY["leaky_relu"], _leaky),
+    OP.RELU_N1_TO_1: _unary(nn.CLIP, min=-1.0, max=1.0), OP.RELU_0_TO_1: _unary(nn.CLIP, min=0.0, max=1.0),
+    OP.LEAKY_RELU: _unary(nn.UNARY["leaky_relu"], _leaky),
     OP.HARD_SWISH: _unary(nn.UNARY["hard_swish"]), OP.GELU: _unary(nn.UNARY["gelu"], _gelu),
     OP.MEAN: _reduce(nn.REDUCE_MEAN), OP.SUM: _reduce(nn.REDUCE["sum"]), OP.REDUCE_MAX: _reduce(nn.REDUCE["max"]),
     OP.REDUCE_MIN: _reduce(nn.REDUCE["min"]), OP.SOFTMAX: softmax, OP.ARG_MAX: arg_max,
