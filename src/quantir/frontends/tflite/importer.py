@@ -320,10 +320,12 @@ class Importer:
 
 
     def is_hybrid(self, op: Operator) -> bool:
-        """LiteRT's dynamic-range form: a float32 first input and an int8 constant among the others."""
-        if not op.inputs or op.inputs[0] < 0 or self.tensor(op.inputs[0]).type is not TFLType.FLOAT32:
+        """LiteRT's dynamic-range form: an int8 constant (the weights) among the inputs and a float32
+        result (FULLY_CONNECTED, conv and BATCH_MATMUL read a float32 activation; EMBEDDING_LOOKUP's
+        other input is its ids)."""
+        if not op.outputs or op.outputs[0] < 0 or self.tensor(op.outputs[0]).type is not TFLType.FLOAT32:
             return False
-        return any(i >= 0 and self.tensor(i).type is TFLType.INT8 and self.data(i) is not None for i in op.inputs[1:])
+        return any(i >= 0 and self.tensor(i).type is TFLType.INT8 and self.data(i) is not None for i in op.inputs)
 
 
 # The operators whose size input (slot) the converters do not read: TRANSPOSE_CONV's output_shape
