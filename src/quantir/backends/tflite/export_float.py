@@ -24,6 +24,8 @@ nn.expand               BROADCAST_TO to a static result; with dynamic dims, MUL 
                         of ones of the attribute's shape (x·1 is x: exact, and the broadcast
                         follows the input's run-time dims)
 nn.pad                 PAD (constant 0) / PADV2 (another constant)
+nn.prelu                PRELU (slope broadcast in the layout used)
+nn.batch_normalization  MUL by scale/√(var + ε), ADD b − mean·that (constants folded)
 nn.layer_normalization  over the last axis, as TF's converter decomposes it: MEAN,
                         SQUARED_DIFFERENCE, MEAN, ADD ε, RSQRT, MUL, MUL γ, ADD β
 nn.equal, less, ...     EQUAL / LESS / LESS_EQUAL / GREATER / GREATER_EQUAL (bool result);
@@ -150,6 +152,47 @@ def hard_sigmoid(ex: _Exporter, op: Operation) -> None:
     shifted = _scratch(ex, dims, f"{name}/shifted")
     ex.b.add_operator(OP.ADD, [scaled, ex.constant(_f32(op.attr("beta")), f"{name}/beta")], [shifted], AddOptions())
     ex.emit(OP.RELU_0_TO_1, op, [shifted], form)
+
+
+def _per_channel(ex: _Exporter, values: np.ndarray, x: Value, form: Form, name: str) -> int:
+    """A constant that broadcasts against ``x`` as numpy would, in ``form`` (leading ones first)."""
+    rank = len(x.type.shape)
+    values = np.asarray(values, np.float32)
+    values = values.reshape((1,) * (rank - values.ndim) + values.shape)
+    return ex.constant(values.transpose(NHWC_PERM) if form is Form.NHWC else values, name)
+
+
+def prelu(ex: _Exporter, op: Operation) -> None:
+    """PRELU with a constant slope, broadcast as ONNX's (unidirectionally) in either layout."""
+    x, slope = op.operands
+    values = quant.stored_constant(slope)
+    if values is None:
+        form = Form.ASIS
+        alpha = ex.get(slope, form)
+    else:
+        form = ex.prefer(x)
+        alpha = _per_channel(ex, values, x, form, f"{op.results[0].name_hint or 'prelu'}/alpha")
+    ex.emit(OP.PRELU, op, [ex.get(x, form), alpha], form)
+
+
+def batch_normalization(ex: _Exporter, op: Operation) -> None:
+    """Inference BatchNorm (not folded into a conv) as MUL by scale/√(var + ε) and ADD of
+    b − mean·that, per channel (axis 1), with the constants folded in float64."""
+    x, y = op.operands[0], op.results[0]
+    arrays = [quant.stored_constant(v) for v in op.operands[1:]]
+    if any(a is None for a in arrays):
+        raise UnsupportedOpError(f"{_what(op)}: only a BatchNorm with constant parameters is exported")
+    scale, b, mu, var = (np.asarray(a, np.float64) for a in arrays)
+    k = scale / np.sqrt(var + float(op.attr("epsilon")))
+    channels = (-1,) + (1,) * (len(x.type.shape) - 2)
+    form = ex.prefer(x)
+    name = y.name_hint or "batch_norm"
+    scaled = _scratch(ex, [y.type.shape[i] for i in NHWC_PERM] if form is Form.NHWC else y.type.shape,
+                      f"{name}/scaled")
+    ex.b.add_operator(OP.MUL, [ex.get(x, form), _per_channel(ex, k.reshape(channels), x, form, f"{name}/multiplier")],
+                      [scaled], MulOptions())
+    ex.emit(OP.ADD, op, [scaled, _per_channel(ex, (b - mu * k).reshape(channels), x, form, f"{name}/offset")], form,
+            AddOptions())
 
 
 # -- GELU written out -------------------------------------------------------------------------------
@@ -584,6 +627,7 @@ FLOAT_RULES: dict[object, Rule] = {
     nn.UNARY["hard_swish"]: _unary(OP.HARD_SWISH), nn.UNARY["leaky_relu"]: _unary(OP.LEAKY_RELU, _leaky),
     nn.UNARY["gelu"]: _unary(OP.GELU, lambda op: GeluOptions(approximate=op.attr("approximate") == "tanh")),
     nn.UNARY["reciprocal"]: reciprocal, nn.CLIP: clip, nn.UNARY["hard_sigmoid"]: hard_sigmoid,
+    nn.PRELU: prelu, nn.BATCH_NORMALIZATION: batch_normalization,
     nn.REDUCE_MEAN: _reduce(OP.MEAN), nn.REDUCE["sum"]: _reduce(OP.SUM), nn.REDUCE["max"]: _reduce(OP.REDUCE_MAX),
     nn.REDUCE["min"]: _reduce(OP.REDUCE_MIN), nn.REDUCE["l2"]: reduce_l2,
     nn.SOFTMAX: float_softmax, nn.LAYER_NORMALIZATION: layer_normalization,

@@ -6,7 +6,7 @@ Layouts as in the int8 import: convolutions and pools work in NCHW (as ``nn.conv
 element-wise and binary ops and reductions in the layout their input already has, ops that read
 the last axis or the shape (SOFTMAX, FULLY_CONNECTED, BATCH_MATMUL, reshapes) in the TFLite one.
 
-- ADD / SUB / MUL / DIV (numpy broadcasting, with their fused activation), MAXIMUM / MINIMUM, POW,
+- ADD / SUB / MUL / DIV (numpy broadcasting, with their fused activation), MAXIMUM / MINIMUM, POW, PRELU,
   SQUARED_DIFFERENCE ((a − b)·(a − b));
 - element-wise SQRT, RSQRT (1 / SQRT), EXP, LOG, ABS, NEG, LOGISTIC, TANH, RELU, RELU6,
   RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU;
@@ -335,7 +335,7 @@ def pad(ctx: OpContext) -> None:
 
 CONVERTERS: dict[OP, Converter] = {
     OP.ADD: _binary(nn.ADD), OP.SUB: _binary(nn.SUB), OP.MUL: _binary(nn.MUL), OP.DIV: _binary(nn.DIV),
-    OP.POW: _binary(nn.BINARY["pow"]), OP.MAXIMUM: _binary(nn.VARIADIC["max"]),
+    OP.POW: _binary(nn.BINARY["pow"]), OP.PRELU: _binary(nn.PRELU), OP.MAXIMUM: _binary(nn.VARIADIC["max"]),
     OP.MINIMUM: _binary(nn.VARIADIC["min"]), OP.SQUARED_DIFFERENCE: squared_difference,
     OP.SQRT: _unary(nn.UNARY["sqrt"]), OP.RSQRT: rsqrt, OP.EXP: _unary(nn.UNARY["exp"]),
     OP.LOG: _unary(nn.UNARY["log"]), OP.ABS: _unary(nn.UNARY["abs"]), OP.NEG: _unary(nn.UNARY["neg"]),
