@@ -30,7 +30,9 @@ from .errors import QuantirError
 from .ir.dialects import qnn
 from .runtime.interpreter import FeedError
 
-__all__ = ["TensorDiff", "VerifyReport", "OracleError", "verify_tflite", "compare_tensors"]
+FLOAT_TOLERANCE = 1e-5   # a float32 op in isolation: summation order and libm, relative to its output's range
+
+__all__ = ["TensorDiff", "OpDiff", "VerifyReport", "OracleError", "verify_tflite", "compare_tensors"]
 
 
 class OracleError(QuantirError):
@@ -62,20 +64,53 @@ class TensorDiff:
 
 
 @dataclass
+class OpDiff:
+    """One op run in isolation: quantir's kernel on LiteRT's own input tensors, against LiteRT's
+    output tensor (so a difference is this op's, not one carried in from an earlier op)."""
+
+    op: str          # the IR op's name (e.g. ``hybrid.fully_connected``)
+    label: str       # its label, or its output's name
+    output: TensorDiff
+    in_float: bool = False        # computes in float32 (not a hybrid or integer op)
+    reference_max: float = 0.0    # max |LiteRT's output|, the scale of a float op's rounding
+
+    @property
+    def relative(self) -> float:
+        return self.output.max_abs_diff / self.reference_max if self.reference_max else float(self.output.differing > 0)
+
+    @property
+    def ok(self) -> bool:
+        """Integer arithmetic (int8 ops, the hybrid ops' integer products, data movement) must be
+        bit-exact; a float op is allowed its summation order and libm: FLOAT_TOLERANCE of its range."""
+        return self.output.equal or (self.in_float and self.relative <= FLOAT_TOLERANCE)
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "label": self.label, **self.output.as_dict(), "in_float": self.in_float,
+                "relative": self.relative, "ok": self.ok}
+
+
+@dataclass
 class VerifyReport:
     samples: int
     resolver: str
     outputs: list[TensorDiff] = field(default_factory=list)
     intermediates: list[TensorDiff] = field(default_factory=list)
+    ops: list[OpDiff] = field(default_factory=list)   # with isolated=True
 
     @property
     def ok(self) -> bool:
         return all(d.equal for d in self.outputs + self.intermediates)
 
+    @property
+    def ops_ok(self) -> bool:
+        """Every op, run in isolation, within what it may differ by (``OpDiff.ok``)."""
+        return bool(self.ops) and all(d.ok for d in self.ops)
+
     def as_dict(self) -> dict:
         return {"samples": self.samples, "resolver": self.resolver, "bit_exact": self.ok,
                 "outputs": [d.as_dict() for d in self.outputs],
-                "intermediates": [d.as_dict() for d in self.intermediates]}
+                "intermediates": [d.as_dict() for d in self.intermediates],
+                **({"ops": [d.as_dict() for d in self.ops]} if self.ops else {})}
 
     def text(self) -> str:
         lines = [f"{self.samples} samples, LiteRT resolver {self.resolver}"]
@@ -86,6 +121,21 @@ class VerifyReport:
         lines.append(f"intermediate tensors: {len(self.intermediates)} compared, {len(bad)} differ")
         lines += [f"  {d.name} (tensor {d.index}): {d.differing} differing elements, max |diff| {d.max_abs_diff:g}"
                   for d in bad[:20]]
+        if self.ops:
+            kinds: dict[str, list[OpDiff]] = {}
+            for d in self.ops:
+                kinds.setdefault(d.op, []).append(d)
+            lines.append("ops in isolation (quantir's kernel on LiteRT's inputs):")
+            for name, ds in sorted(kinds.items()):
+                differ = [d for d in ds if not d.output.equal]
+                worst = max((d.relative for d in differ), default=0.0)
+                bad = [d for d in ds if not d.ok]
+                lines.append(f"  {name}: {len(ds)} ops, {len(differ)} differ"
+                             + (f" (float rounding, at most {worst:.1e} of the range)" if differ and not bad else "")
+                             + (f"; {len(bad)} beyond what they may: " + ", ".join(d.label for d in bad[:5])
+                                if bad else ""))
+            lines.append("every op within its arithmetic (integer ops bit-exact)" if self.ops_ok else
+                         "NOT every op within its arithmetic")
         lines.append("bit-exact" if self.ok else "NOT bit-exact")
         return "\n".join(lines)
 
@@ -181,10 +231,17 @@ def _phase(phase: str) -> str:
 
 
 def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | Mapping[str, np.ndarray], *,
-                  resolver: str = "reference", intermediates: bool = True, batch: int = 16) -> VerifyReport:
+                  resolver: str = "reference", intermediates: bool = True, batch: int = 16,
+                  isolated: bool = False) -> VerifyReport:
     """Compare LiteRT (``resolver``) and quantir's interpreter on ``inputs`` (.npz path or arrays
     keyed by the model's input names; axis 0 indexes samples, run ``batch`` at a time, or one at
-    a time when the model's batch is static)."""
+    a time when the model's batch is static).
+
+    ``isolated``: also run each op on LiteRT's own input tensors and compare its output with
+    LiteRT's (``VerifyReport.ops``). In a model with float ops (a dynamic-range model), LiteRT's
+    float kernels sum in their own order and call libm, so a one-ulp difference travels down the
+    graph and the end-to-end tensors differ; in isolation every integer-arithmetic op (the hybrid
+    ones included) must still be bit-exact, and each float op shows its own rounding."""
     from .backends.tflite.reader import read_model
     from .frontends.tflite import import_tflite
     from .runtime import run
@@ -212,6 +269,9 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     out_set = set(sub.outputs)
     softmaxes = [op for op in imported.module.main.ops if op.opdef is qnn.SOFTMAX] if resolver == "reference" else []
     acc: dict[int, TensorDiff] = {}
+    per_op: dict[tuple, OpDiff] = {}
+    if isolated and not intermediates:
+        raise QuantirError("isolated=True compares each op on LiteRT's intermediate tensors: keep intermediates")
     with tempfile.TemporaryDirectory(prefix="quantir-verify-") as tmp, _Oracle(data, resolver, tmp, source) as oracle:
         for start in range(0, n, step):
             chunk = {k: v[start:start + step] for k, v in feeds.items()}
@@ -233,6 +293,72 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
                     d = TensorDiff(d.name, i, shape,
                                    prev.differing + d.differing, max(prev.max_abs_diff, d.max_abs_diff), d.is_output)
                 acc[i] = d
+            if isolated:
+                for key, diff in _isolated_ops(imported.module.main, bound, theirs, sub).items():
+                    prev = per_op.get(key)
+                    per_op[key] = diff if prev is None else _merge(prev, diff)
     outputs = [acc[i] for i in sub.outputs if i in acc]
     inter = [acc[i] for i in sorted(acc) if i not in out_set]
-    return VerifyReport(n, resolver, outputs, inter)
+    return VerifyReport(n, resolver, outputs, inter, list(per_op.values()))
+
+
+def _merge(a: OpDiff, b: OpDiff) -> OpDiff:
+    x, y = a.output, b.output
+    shape = (x.shape[0] + y.shape[0],) + y.shape[1:] if y.shape else y.shape
+    return OpDiff(a.op, a.label, TensorDiff(x.name, x.index, shape, x.differing + y.differing,
+                                            max(x.max_abs_diff, y.max_abs_diff), x.is_output),
+                  a.in_float, max(a.reference_max, b.reference_max))
+
+
+def _isolated_ops(fn, bound: dict, theirs: dict[int, np.ndarray], sub) -> dict[tuple, OpDiff]:
+    """Each op with a LiteRT tensor among its results, computed by quantir's kernel from LiteRT's
+    tensors for its operands (values with no tensor of their own — layout transposes, constants —
+    are computed from the nearest ones that have)."""
+    from .runtime.interpreter import kernel_for
+    named: dict[str, object] = {a.name_hint: a for a in fn.arguments if a.name_hint}
+    for op in fn.ops:
+        for r in op.results:
+            if r.name_hint:
+                named.setdefault(r.name_hint, r)
+    known, where = {}, {}
+    for i, b in bound.items():
+        v = named.get(b.name)
+        if v is None or i not in theirs:
+            continue
+        arr = theirs[i]
+        known[v] = np.transpose(arr, np.argsort(b.to_tflite)) if b.to_tflite else arr
+        where[v] = i
+    memo: dict = {}
+
+    def compute(op) -> tuple:
+        out = kernel_for(op.opdef)(op, *[value(o) for o in op.operands])
+        return out if isinstance(out, tuple) else (out,)
+
+    def value(v):
+        if v in known:
+            return known[v]
+        if v not in memo:
+            producer = getattr(v, "op", None)
+            if producer is None:
+                raise KeyError(v)
+            for r, a in zip(producer.results, compute(producer)):
+                memo[r] = np.asarray(a)
+        return memo[v]
+
+    out: dict[tuple, OpDiff] = {}
+    for op in fn.ops:
+        if not any(r in where for r in op.results):
+            continue
+        try:
+            results = compute(op)
+        except KeyError:
+            continue
+        for r, a in zip(op.results, results):
+            if r in where:
+                i = where[r]
+                d = compare_tensors(np.asarray(a), known[r], sub.tensors[i].name, i, i in sub.outputs)
+                theirs_i = known[r]
+                in_float = theirs_i.dtype.kind == "f" and not op.name.startswith("hybrid.")
+                top = float(np.max(np.abs(theirs_i))) if theirs_i.size and in_float else 0.0
+                out[(op, i)] = OpDiff(op.name, op.label or r.name_hint or "", d, in_float, top)
+    return out
