@@ -170,7 +170,11 @@ def _dynamic_row(op: Operation) -> tuple[str, list[tuple[str, str]]]:
     """(LiteRT kind, [(where, message)]) for one MatMulInteger of a dynamic export."""
     found: list[tuple[str, str]] = []
     w = _const(op.operands[1]) if len(op.operands) > 1 else None
-    kind = "BATCH_MATMUL" if w is not None and w.ndim > 2 else "FULLY_CONNECTED"
+    conv = op.opdef is nn.CONV_INTEGER
+    if conv:   # weights [O, I/g, kh, kw]: the output channel is axis 0, the scales [1, O, 1, 1]
+        kind = "DEPTHWISE_CONV_2D" if (op.attr("group") or 1) > 1 else "CONV_2D"
+    else:
+        kind = "BATCH_MATMUL" if w is not None and w.ndim > 2 else "FULLY_CONNECTED"
     kind += " (dynamic range)"
     # the activation: uint8, quantized at run time, with its own zero point
     dql = _result_of(op.operands[0], nn.DYNAMIC_QUANTIZE_LINEAR, 0)
@@ -186,7 +190,7 @@ def _dynamic_row(op: Operation) -> tuple[str, list[tuple[str, str]]]:
         found.append(("input 1", f"the weight must be stored as int8, found {w.dtype}"))
     elif w.size and (w.min() < -127 or w.max() > 127):
         found.append(("input 1", f"weight values must be in [-127, 127] (symmetric), found [{w.min()}, {w.max()}]"))
-    channels = w.shape[-1] if w.ndim else 1
+    channels = (w.shape[0] if conv else w.shape[-1]) if w.ndim else 1
     wz = _const(op.operands[3]) if len(op.operands) > 3 and op.operands[3] is not None else np.zeros((), np.int8)
     if wz is None:
         found.append(("input 1", "the weight zero point must be a constant 0"))
@@ -208,10 +212,12 @@ def _dynamic_row(op: Operation) -> tuple[str, list[tuple[str, str]]]:
         found.append(("output 0", "the rescale must be x_scale times one constant weight scale"))
     else:
         s = consts[0]
-        per_tensor, per_channel = s.size == 1, s.ndim >= 1 and s.shape[-1] == channels and s.size == channels
+        axis = 1 if conv else -1   # where the output channels lie in the product
+        per_tensor = s.size == 1
+        per_channel = s.ndim >= (2 if conv else 1) and s.shape[axis] == channels and s.size == channels
         if not (per_tensor or per_channel):
             found.append(("output 0", f"weight scales of shape {list(s.shape)}: one per tensor or one per output "
-                                      f"channel (the weight's last axis, {channels})"))
+                                      f"channel ({channels}, the weight's {'first' if conv else 'last'} axis)"))
         elif not np.all(np.isfinite(s)) or np.any(s <= 0):
             found.append(("output 0", "weight scales in the rescale must be finite and positive"))
     if dql is not None and last is not None:
@@ -236,10 +242,10 @@ def _row_restore(dql: Operation, last: Operation) -> list[tuple[str, str]]:
 
 
 def dynamic_rows(fn: Function) -> tuple[int, list[spec.Violation]]:
-    """(ops checked, violations) for the MatMulIntegers of a dynamic export."""
+    """(ops checked, violations) for the MatMulIntegers and ConvIntegers of a dynamic export."""
     checked, found = 0, []
     for op in fn.ops:
-        if op.opdef is not nn.MATMUL_INTEGER:
+        if op.opdef is not nn.MATMUL_INTEGER and op.opdef is not nn.CONV_INTEGER:
             continue
         checked += 1
         kind, problems = _dynamic_row(op)
