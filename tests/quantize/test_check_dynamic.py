@@ -14,7 +14,7 @@ from onnx import numpy_helper
 import quantir as qr
 from quantir.cli.main import main as cli
 
-from .test_dynamic import MINILM, feeds, model_proto
+from .test_dynamic import MINILM, embedding_proto, feeds, model_proto
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,8 @@ def test_minilm_dynamic_export_passes(tmp_path, capsys):
     # fast: about 2 s (quantize, save, check)
     out = qr.quantize_dynamic(MINILM).save(tmp_path / "minilm.dyn.onnx")
     assert cli(["check", str(out)]) == 0
-    assert "36 ops checked, 0 violations" in capsys.readouterr().out   # 6 layers x (Q, K, V, O, FFN in, out)
+    # 6 layers x (Q, K, V, O, FFN in, out) + the word and position tables (the token-type one is too small)
+    assert "38 ops checked, 0 violations" in capsys.readouterr().out
 
 
 def _rewire(proto: onnx.ModelProto, edit) -> onnx.ModelProto:
@@ -138,3 +139,50 @@ def test_per_tensor_and_per_row_exports_pass(tmp_path, capsys):
         out = qr.quantize_dynamic(tmp_path / "model.onnx", DynamicConfig(activations=a)).save(tmp_path / f"{a}.onnx")
         assert cli(["check", str(out)]) == 0
         assert "3 ops checked, 0 violations" in capsys.readouterr().out
+
+
+def _other_ids(graph):
+    # the row scales gathered with other indices than the rows: valid ONNX, each row scaled by another's scale
+    graph.initializer.append(numpy_helper.from_array(np.zeros((1, 5), np.int64), "other_ids"))
+    next(n for n in graph.node if n.op_type == "Gather" and n.input[0] == "e_table_scale").input[1] = "other_ids"
+
+
+def _table_edit(value):
+    def edit(graph):
+        t = next(t for t in graph.initializer if t.name == "e_table_quantized")
+        a = numpy_helper.to_array(t).copy()
+        a.ravel()[0] = value
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return edit
+
+
+def _scale_edit(graph):
+    t = next(t for t in graph.initializer if t.name == "e_table_scale")
+    a = numpy_helper.to_array(t).copy()
+    a[3] = 0
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (None, None),
+    (_table_edit(-128), "table values must be in [-127, 127] (symmetric), found [-128,"),
+    (_other_ids, "the looked-up rows must be multiplied by their own scales"),
+    (_scale_edit, "row scales must be finite and positive"),
+])
+def test_an_int8_embedding_table_is_checked_as_a_dynamic_range_lookup(tmp_path, capsys, edit, message):
+    onnx.save(embedding_proto()[0], tmp_path / "emb.onnx")
+    proto = onnx.load(qr.quantize_dynamic(tmp_path / "emb.onnx").save(tmp_path / "emb.dyn.onnx"))
+    if edit is not None:
+        edit(proto.graph)
+    onnx.save(proto, tmp_path / "t.onnx")
+    import onnxruntime as ort   # still a model ONNX Runtime runs
+    ort.InferenceSession(str(tmp_path / "t.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"ids": np.array([[0, 7, 49, 3, 3]], np.int64)})
+    code = cli(["check", str(tmp_path / "t.onnx")])
+    out = capsys.readouterr().out
+    if message is None:
+        assert code == 0 and "2 ops checked, 0 violations" in out, out   # the lookup and fc
+        return
+    assert code != 0 and "1 violation" in out, out
+    line = next(x for x in out.splitlines() if "embed" in x)
+    assert "EMBEDDING_LOOKUP (dynamic range)" in line and message in line, line

@@ -170,7 +170,8 @@ def test_row_scales_run_in_onnxruntime_as_in_the_interpreter_and_beat_one_scale(
     assert err[activations] < err["per_tensor"] / 5, err
 
 
-def test_an_embedding_table_is_stored_int8_per_row_and_dequantized_after_the_gather(tmp_path):
+def embedding_proto() -> tuple[onnx.ModelProto, np.ndarray]:
+    """ids [N, 5] -> Gather of a [50, 32] table (embed, row 7 30x the others) -> MatMul [32, 40] (fc)."""
     rng = np.random.default_rng(5)
     table = rng.standard_normal((50, 32)).astype(np.float32)
     table[7] *= 30   # one row far larger: its scale is its own
@@ -183,6 +184,11 @@ def test_an_embedding_table_is_stored_int8_per_row_and_dequantized_after_the_gat
                      numpy_helper.from_array(rng.standard_normal((32, 40)).astype(np.float32), "w")])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
+    return m, table
+
+
+def test_an_embedding_table_is_stored_int8_per_row_and_dequantized_after_the_gather(tmp_path):
+    m, table = embedding_proto()
     onnx.save(m, tmp_path / "emb.onnx")
     r = qr.quantize_dynamic(tmp_path / "emb.onnx")
     assert {(x.label, x.kind, x.shape) for x in r.layers} == {("embed", "gather", (50, 32)), ("fc", "matmul", (32, 40))}

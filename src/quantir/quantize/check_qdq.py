@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import Function, Module, Operation, Value
 from ..ir.dialects import arith, nn
+from ..types import FloatType
 from . import ops, spec
 
 def _kinds() -> dict:
@@ -129,6 +130,8 @@ def check_qdq(module: Module | Function) -> spec.CheckReport:
 # A dynamic export (quantize/dynamic.py) computes each quantized MatMul as
 #   DynamicQuantizeLinear(x) -> MatMulInteger(xq, Wq, x_zp, w_zp) -> Cast f32 -> Mul(x_scale * w_scale)
 # and with per-row activations x is first divided by its row scale r, which multiplies the product back.
+# ConvInteger is the same with the output channels on axis 1; an int8 table is Gather -> Cast -> Mul by
+# Gather(row scales) with the same indices (LiteRT's dynamic-range EMBEDDING_LOOKUP).
 # which is LiteRT's dynamic-range ("hybrid") FULLY_CONNECTED, or BATCH_MATMUL for a weight of rank > 2.
 # The file holds the weight scale only in the rescale, so that is where the row reads it.
 
@@ -241,10 +244,51 @@ def _row_restore(dql: Operation, last: Operation) -> list[tuple[str, str]]:
     return []
 
 
+def _table_row(op: Operation) -> list[tuple[str, str]] | None:
+    """[(where, message)] for a Gather of an integer constant table that is cast to float (an int8
+    embedding table of a dynamic export, LiteRT's dynamic-range EMBEDDING_LOOKUP); None for any other
+    Gather. Each looked-up row must be multiplied by its own scale: a Gather of constant positive
+    scales, one per table row, with the same indices."""
+    table = _const(op.operands[0])
+    if table is None or table.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        return None   # (an int64 constant of shapes or positions is not a table of weights)
+    y = op.results[0]
+    casts = [u for u, _ in y.uses if u.opdef is nn.CAST and isinstance(u.attr("to"), FloatType)]
+    if len(y.uses) != 1 or not casts:
+        return None
+    found: list[tuple[str, str]] = []
+    if table.dtype != np.int8:
+        found.append(("input 0", f"the table must be stored as int8, found {table.dtype}"))
+    elif table.size and (table.min() < -127 or table.max() > 127):
+        found.append(("input 0", f"table values must be in [-127, 127] (symmetric), found [{table.min()}, "
+                                 f"{table.max()}]"))
+    v = casts[0].results[0]
+    mul = v.uses[0] if len(v.uses) == 1 and v.uses[0][0].opdef is nn.MUL else None
+    g = _producer(mul[0].operands[1 - mul[1]], nn.GATHER) if mul is not None else None
+    scales = _const(g.operands[0]) if g is not None else None
+    if (g is None or scales is None or g.operands[1] is not op.operands[1]
+            or (g.attr("axis") or 0) != (op.attr("axis") or 0)):
+        found.append(("output 0", "the looked-up rows must be multiplied by their own scales: a Gather of constant "
+                                  "scales with the same indices"))
+    elif not (scales.size == 1 or (scales.ndim >= 1 and scales.shape[0] == table.shape[0]
+                                   and scales.size == table.shape[0])):
+        found.append(("output 0", f"row scales of shape {list(scales.shape)}: one per table row ({table.shape[0]})"))
+    elif not np.all(np.isfinite(scales)) or np.any(scales <= 0):
+        found.append(("output 0", "row scales must be finite and positive"))
+    return found
+
+
 def dynamic_rows(fn: Function) -> tuple[int, list[spec.Violation]]:
-    """(ops checked, violations) for the MatMulIntegers and ConvIntegers of a dynamic export."""
+    """(ops checked, violations) for the MatMulIntegers, ConvIntegers and int8 Gather tables of a dynamic export."""
     checked, found = 0, []
     for op in fn.ops:
+        if op.opdef is nn.GATHER:
+            problems = _table_row(op)
+            if problems is not None:
+                checked += 1
+                found += [spec.Violation(op.label or op.name, "EMBEDDING_LOOKUP (dynamic range)", where, m)
+                          for where, m in problems]
+            continue
         if op.opdef is not nn.MATMUL_INTEGER and op.opdef is not nn.CONV_INTEGER:
             continue
         checked += 1
