@@ -297,15 +297,23 @@ def _rewrite_doc(name: str) -> str:
     return next((r.doc for r in rules if r.name == name), "")
 
 
-def quantize(model: Any, calibration: Any, config: Config | None = None) -> Result:
+def quantize(model: Any, calibration: Any = None, config: Config | None = None) -> Any:
     """Quantize a float model to int8 with calibration data.
 
     ``model``: a path (.onnx, .mlir), an ``onnx.ModelProto`` or a Module. ``calibration``:
     arrays or an .npz path keyed by input name (axis 0 indexes samples), an iterable of feed
     dicts, or an ONNX Runtime ``CalibrationDataReader``. Raises ``CalibrationError`` for
     unusable data and ``QuantirError`` when nothing in the model can be quantized.
+
+    ``Config(mode="dynamic")`` takes no calibration data and returns the dynamic model of
+    ``config.target`` (``quantize_hybrid`` for LiteRT, ``quantize_dynamic`` for ONNX Runtime).
     """
     config = config or Config()
+    if config.mode == "dynamic":
+        if calibration is not None:
+            raise QuantirError("Config(mode='dynamic') quantizes activations at run time and takes no calibration "
+                               "data: pass calibration=None, or use mode='static'")
+        return quantize_hybrid(model) if config.target == "litert" else quantize_dynamic(model)
     module = load(model)
     fn = module.main
     # the caller's Module is theirs: rewrite a copy

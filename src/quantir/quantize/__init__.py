@@ -12,7 +12,7 @@ import types
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, model, calibration, config=None):
+    def __call__(self, model, calibration=None, config=None):
         from ..api import quantize
         return quantize(model, calibration, config)
 

@@ -15,6 +15,7 @@ WeightRounding = Literal["nearest", "hessian"]
 LayerNormForm = Literal["rsqrt", "l2"]
 Target = Literal["litert", "onnxruntime"]
 Activations = Literal["int8", "int16"]
+Mode = Literal["static", "dynamic"]
 TARGETS = ("litert", "onnxruntime")
 OUTLIER_PASSES = ("fold_layer_norm", "smooth_layer_norm")   # quantize.outliers.PASSES
 
@@ -39,6 +40,15 @@ class Config:
     and the ops it leaves in float; ``runtime.ort.OrtIntegerExecutor``). It does not change the integer
     module; it changes what the calibration callbacks' quantized values, empirical bias
     correction and the summary's per-layer errors are computed with.
+
+    ``mode="dynamic"``: no calibration data; ``quantize(model, None, Config(mode="dynamic"))``
+    returns, for ``target="litert"``, LiteRT's dynamic-range model (``quantize.hybrid``: int8
+    weights per channel in FULLY_CONNECTED / BATCH_MATMUL / CONV_2D / EMBEDDING_LOOKUP, inputs
+    quantized per row inside each kernel, the rest float32; saved as .tflite or .mlir) and, for
+    ``target="onnxruntime"``, ONNX Runtime's (``quantize.dynamic``: DynamicQuantizeLinear /
+    MatMulInteger; saved as .onnx or .mlir). Only ``target`` is read in that mode; the weights'
+    options are ``HybridConfig`` / ``DynamicConfig`` through ``quantir.quantize_hybrid`` /
+    ``quantir.quantize_dynamic``.
 
     ``method`` defaults to ``"entropy"``: measured on five models in four runtimes (README, "Which
     calibration method"), it has the smallest mean loss in quantir's interpreter (LiteRT's
@@ -102,6 +112,7 @@ class Config:
     int16: tuple[str, ...] = ()               # tensor names whose same-scale classes are int16 (mixed precision)
     budget: Any = 0.995                       # output floor for mixed precision: cosine | "25dB" | callback | None
     outliers: tuple[str, ...] | None = ()      # LayerNorm outlier passes, off by default (quantize.outliers; see above)
+    mode: Mode = "static"                     # static (calibrated int8/16x8) | dynamic (no data; see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -118,6 +129,9 @@ class Config:
         if self.target not in TARGETS:
             raise ValueError(f"target must be 'litert' or 'onnxruntime' (the runtime the integer model is for), "
                              f"got {self.target!r}")
+        if self.mode not in ("static", "dynamic"):
+            raise ValueError(f"mode must be 'static' (calibrated integer model) or 'dynamic' (int8 weights, "
+                             f"activations quantized at run time, no calibration data), got {self.mode!r}")
         if self.layer_norm not in ("rsqrt", "l2"):
             raise ValueError(f"layer_norm must be 'rsqrt' or 'l2', got {self.layer_norm!r}")
         if self.weight_rounding not in ("nearest", "hessian"):
