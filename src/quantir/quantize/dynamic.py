@@ -44,19 +44,23 @@ Per tensor, earlier runs (fp32: 14.6 / 26.6 / 413 / 916):
 ONNX Runtime's own ``quantize_dynamic`` (QInt8 weights, per tensor / per channel):
     6.4 / 11.9 / 193 / 472 and 6.7 / 12.1 / 193 / 469 ms.
 
-Per row, every input in each form, one run (fp32 15.3 / 28.7 / 481 / 1673, ONNX Runtime's
-quantize_dynamic 6.4 / 13.2 / 222 / 805, per tensor (a) 4.8 / 9.8 / 166 / 705):
+Per row, every input, in each form; two runs. Run 1 (fp32 15.3 / 28.0 / 447 / 980, ONNX Runtime's
+quantize_dynamic 6.6 / 12.5 / 212 / 512, per tensor (a) 5.1 / 9.2 / 146 / 435):
 
 (d) row-symmetric int8 (Div by max|x|/127, QuantizeLinear int8 zero point 0): 49.6 / 94.1 / 1532 /
     3117 — ONNX Runtime's int8 x int8 MatMulInteger has no fast kernel on this x86;
-(e) the same as uint8 with zero point 128 (its u8s8 kernels): 6.1 / 11.2 / 243 / 612, and (f) with
-    an opset-21 blocked QuantizeLinear (block = K, the scale [.., rows, 1]): 5.5 / 11.1 / 273 / 903 —
-    both leave MatMulInteger unfused: an int32 accumulator, Cast and two Muls per output;
+(e) the same as uint8 with zero point 128 (its u8s8 kernels): 6.1 / 11.2 / 243 / 612.
+
+Run 2 (fp32 15.3 / 28.7 / 481 / 1673, ONNX Runtime 6.4 / 13.2 / 222 / 805, per tensor 4.8 / 9.8 /
+166 / 705): (e) 5.8 / 11.7 / 266 / 964;
+(f) (e) with an opset-21 blocked QuantizeLinear (block = K, the scale [.., rows, 1]): 5.5 / 11.1 /
+    273 / 903 — (e) and (f) leave MatMulInteger unfused: an int32 accumulator, Cast and two Muls;
 (g) the rows divided by r before DynamicQuantizeLinear (the form written): 5.9 / 11.6 / 284 / 873;
     the fused kernels stay, the cost is the Div, the two row reductions and the Mul by r (which
     keeps ONNX Runtime from fusing the bias Add). The cosine of (d)-(g): 0.9975 to 0.9977.
 
-So (g) is the row form, and everywhere it loses to ONNX Runtime's model at batch 32. Only where it
+(g) is the row form written: the fastest of (e)-(g) at 32x128 and the one that keeps the fused
+kernels, but with every input row-scaled it loses to ONNX Runtime's model at batch 32. Only where it
 matters, a later run (fp32 15.3 / 29.2 / 458 / 981, ONNX Runtime 6.5 / 13.5 / 209 / 490, per
 tensor 4.9 / 10.0 / 144 / 397): the six GELU outputs (``"auto"``) 5.2 / 10.5 / 162 / 432; also the
 LayerNorm outputs 5.8 / 11.7 / 209 / 517; every input 5.9 / 12.0 / 208 / 517. The defaults as
