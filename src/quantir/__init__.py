@@ -21,15 +21,17 @@ _LAZY = {
     "quantize": ("quantir.api", "quantize"),
     "quantize_weights": ("quantir.api", "quantize_weights"),
     "quantize_dynamic": ("quantir.api", "quantize_dynamic"),
+    "quantize_hybrid": ("quantir.api", "quantize_hybrid"),
     "Result": ("quantir.api", "Result"),
     "Config": ("quantir.quantize.config", "Config"),
     "WeightOnlyConfig": ("quantir.quantize.weight_only", "WeightOnlyConfig"),
     "DynamicConfig": ("quantir.quantize.dynamic", "DynamicConfig"),
+    "HybridConfig": ("quantir.quantize.hybrid", "HybridConfig"),
     "run": ("quantir.runtime", "run"),
     "data": ("quantir.quantize.data", None),
 }
-__all__ = ["load", "quantize", "quantize_weights", "quantize_dynamic", "Result", "Config", "WeightOnlyConfig",
-           "DynamicConfig", "run", "data", "__version__"]
+__all__ = ["load", "quantize", "quantize_weights", "quantize_dynamic", "quantize_hybrid", "Result", "Config",
+           "WeightOnlyConfig", "DynamicConfig", "HybridConfig", "run", "data", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
