@@ -66,9 +66,11 @@ tensor 4.9 / 10.0 / 144 / 397): the six GELU outputs (``"auto"``) 5.2 / 10.5 / 1
 LayerNorm outputs 5.8 / 11.7 / 209 / 517; every input 5.9 / 12.0 / 208 / 517. The defaults as
 written (``"auto"``, Gather tables int8), 20 rounds at batch 32: 5.3 / 10.8 / 233 / 397 against
 ONNX Runtime's 6.3 / 14.2 / 291 / 464 and fp32 17.2 / 28.0 / 610 / 921 (per tensor 4.7 / 9.9 /
-224 / 351; ``"auto"`` with float tables 5.2 / 10.6 / 222 / 380). In one ``bench/transformers.py
---dynamic-only`` run under heavy load (fp32's 32x128 faster than its 32x64) ``"auto"`` came out
-level with ONNX Runtime at 32x128, 591 vs 585 ms, and ahead at the other three shapes.
+224 / 351; ``"auto"`` with float tables 5.2 / 10.6 / 222 / 380). ``bench/transformers.py
+--dynamic-only --rounds 60`` on a quiet machine: ``"auto"`` 5.1 / 9.8 / 140 / 368, ONNX Runtime 6.1 /
+12.2 / 179 / 439, fp32 14.6 / 27.1 / 411 / 884 (``"per_row"`` 5.8 / 10.9 / 170 / 436, per tensor 4.6
+/ 9.2 / 123 / 334); under heavy load another run had ``"auto"`` level with ONNX Runtime at 32x128
+(591 vs 585 ms) and ahead at the other three shapes.
 
 Conv (``ops`` "conv", per-tensor activations, ConvInteger): EfficientNet-Lite0 keeps top-1 on 7/7
 real photos (ONNX Runtime's quantize_dynamic of the Convs: 4/7), but ONNX Runtime runs ConvInteger
