@@ -39,7 +39,7 @@ from .ops_select import cast, range_, shape
 from .ops_shape import expand_dims, gather, reshape, slice_, space_to_depth, squeeze, strided_slice, transpose
 from .ops_split import split, split_v
 from .ops_tensor import _operand, _pick_layout, concatenation
-from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank, _run_time_factors
+from .ops_window import NCHW, _pads, _positive, _rank, _run_time_factors, conv_geometry
 from .tensors import dims
 
 __all__ = ["CONVERTERS"]
@@ -272,24 +272,10 @@ def _conv(depthwise: bool) -> Converter:
     C_in): ``nn.conv`` in NCHW with the constant filter laid out OIHW at import, bias and padding as
     the int8 import reads them."""
     def convert(ctx: OpContext) -> None:
-        _rank(ctx, 0, 4, "input")
-        _rank(ctx, 1, 4, "filter")
         if ctx.tensor(1).type is not TFLType.FLOAT32:
             raise UnsupportedOpError(f"the filter '{ctx.tensor(1).name}' is {ctx.tensor(1).type.name}; a float "
                                      f"{ctx.op_name} reads a float32 filter")
-        _, h, w, c_in = ctx.dims(0)
-        filt = ctx.tensor(1).shape
-        if c_in is None:
-            raise ModelFormatError("the input's channel count must be known")
-        if depthwise:
-            group, layout, tag, khw = c_in, DEPTHWISE, "c1hw", (filt[1], filt[2])
-            if filt[0] != 1 or filt[3] % c_in:
-                raise ModelFormatError(f"the depthwise filter has shape {list(filt)}; expected [1, KH, KW, C_out] "
-                                       f"with C_out a multiple of {c_in}")
-        else:
-            if filt[3] <= 0 or c_in % filt[3]:
-                raise ModelFormatError(f"the filter's {filt[3]} input channels do not divide the input's {c_in}")
-            group, layout, tag, khw = c_in // filt[3], OIHW, "oihw", (filt[1], filt[2])
+        layout, tag, group, _, (h, w), khw = conv_geometry(ctx, depthwise)
         o = ctx.options
         strides = _positive("strides", (o.stride_h, o.stride_w))
         dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))

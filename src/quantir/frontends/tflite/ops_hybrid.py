@@ -19,7 +19,7 @@ from ...ir.dialects.hybrid import (HYBRID_BATCH_MATMUL, HYBRID_CONV, HYBRID_EMBE
                                        HYBRID_FULLY_CONNECTED)
 from . import layout as L
 from .importer import Converter, OpContext
-from .ops_window import DEPTHWISE, NCHW, OIHW, _pads, _positive, _rank
+from .ops_window import NCHW, _pads, _positive, _rank, conv_geometry
 
 __all__ = ["CONVERTERS"]
 
@@ -80,25 +80,11 @@ def _conv(ctx: OpContext, layout: L.Perm, tag: str, group: int, c_out: int, hw, 
 
 
 def conv_2d(ctx: OpContext) -> None:
-    _rank(ctx, 0, 4, "input")
-    _rank(ctx, 1, 4, "filter")
-    _, h, w, c_in = ctx.dims(0)
-    c_out, kh, kw, c_group = ctx.tensor(1).shape
-    if c_in is None or c_group <= 0 or c_in % c_group:
-        raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {c_group} input channels, which do not "
-                               f"divide the input's {c_in}")
-    _conv(ctx, OIHW, "oihw", c_in // c_group, c_out, (h, w), (kh, kw))
+    _conv(ctx, *conv_geometry(ctx, depthwise=False))
 
 
 def depthwise_conv_2d(ctx: OpContext) -> None:
-    _rank(ctx, 0, 4, "input")
-    _rank(ctx, 1, 4, "filter")
-    _, h, w, c_in = ctx.dims(0)
-    one, kh, kw, c_out = ctx.tensor(1).shape
-    if one != 1 or c_in is None or c_in < 1 or c_out % c_in:
-        raise ModelFormatError(f"the depthwise filter '{ctx.tensor(1).name}' has shape {list(ctx.tensor(1).shape)}; "
-                               f"expected [1, KH, KW, C_out] with C_out a multiple of the input's {c_in} channels")
-    _conv(ctx, DEPTHWISE, "c1hw", c_in, c_out, (h, w), (kh, kw))
+    _conv(ctx, *conv_geometry(ctx, depthwise=True))
 
 
 def embedding_lookup(ctx: OpContext) -> None:

@@ -97,27 +97,32 @@ def _bias(ctx: OpContext, i: int, x: Value, w: Value, channels: int) -> list[Val
     return [v]
 
 
-def conv_2d(ctx: OpContext) -> None:
+def conv_geometry(ctx: OpContext, depthwise: bool) -> tuple:
+    """CONV_2D's or DEPTHWISE_CONV_2D's filter read against its input, as ``(filter layout, its
+    tag, group, C_out, (H, W), (KH, KW))``; the int8, float and hybrid converters share it."""
     _rank(ctx, 0, 4, "input")
     _rank(ctx, 1, 4, "filter")
     _, h, w, c_in = ctx.dims(0)
-    c_out, kh, kw, c_group = ctx.tensor(1).shape
-    if c_in is None or c_group <= 0 or c_in % c_group:
-        raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {c_group} input channels, which do not "
-                               f"divide the input's {c_in}")
-    _emit_conv(ctx, OIHW, "oihw", c_in // c_group, c_out, (h, w), (kh, kw))
-
-
-def depthwise_conv_2d(ctx: OpContext) -> None:
-    _rank(ctx, 0, 4, "input")
-    _rank(ctx, 1, 4, "filter")
-    _, h, w, c_in = ctx.dims(0)
+    if not depthwise:
+        c_out, kh, kw, c_group = ctx.tensor(1).shape
+        if c_in is None or c_group <= 0 or c_in % c_group:
+            raise ModelFormatError(f"the filter '{ctx.tensor(1).name}' has {c_group} input channels, which do not "
+                                   f"divide the input's {c_in}")
+        return OIHW, "oihw", c_in // c_group, c_out, (h, w), (kh, kw)
     one, kh, kw, c_out = ctx.tensor(1).shape
     if one != 1 or c_in is None or c_in < 1 or c_out % c_in:
         raise ModelFormatError(f"the depthwise filter '{ctx.tensor(1).name}' has shape {list(ctx.tensor(1).shape)}; "
                                f"expected [1, KH, KW, C_out] with C_out a multiple of the input's {c_in} channels")
     # output channel c * depth_multiplier + m reads input channel c: exactly group = C_in
-    _emit_conv(ctx, DEPTHWISE, "c1hw", c_in, c_out, (h, w), (kh, kw))
+    return DEPTHWISE, "c1hw", c_in, c_out, (h, w), (kh, kw)
+
+
+def conv_2d(ctx: OpContext) -> None:
+    _emit_conv(ctx, *conv_geometry(ctx, depthwise=False))
+
+
+def depthwise_conv_2d(ctx: OpContext) -> None:
+    _emit_conv(ctx, *conv_geometry(ctx, depthwise=True))
 
 
 def _per_tensor_output(ctx: OpContext, y: TensorType) -> TensorType:
