@@ -192,6 +192,7 @@ def test_an_embedding_table_is_stored_int8_per_row_and_dequantized_after_the_gat
     onnx.save(m, tmp_path / "emb.onnx")
     r = qr.quantize_dynamic(tmp_path / "emb.onnx")
     assert {(x.label, x.kind, x.shape) for x in r.layers} == {("embed", "gather", (50, 32)), ("fc", "matmul", (32, 40))}
+    assert "2 weights int8 per channel (1 Gather tables per row)" in r.summary()
     out = r.save(tmp_path / "emb.dyn.onnx")
     stored = {t.name: numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
     assert "table" not in stored and stored["e_table_quantized"].dtype == np.int8

@@ -191,7 +191,9 @@ class DynamicResult:
                 "layers": [x.as_dict() for x in self.layers], "float": [f.as_dict() for f in self.floats]}
 
     def summary(self) -> str:
-        lines = [f"dynamic quantization: {len(self.layers)} weights int8 per channel, activations "
+        tables = sum(1 for x in self.layers if x.kind == "gather")
+        lines = [f"dynamic quantization: {len(self.layers)} weights int8 per channel"
+                 + (f" ({tables} Gather tables per row)" if tables else "") + ", activations "
                  f"{_SCHEMES[self.config.activations]}; {len(self.floats)} weights float",
                  f"  constants: {self.bytes_before / 1e6:.2f} MB -> {self.bytes_after / 1e6:.2f} MB"]
         if self.per_row:
