@@ -312,3 +312,33 @@ def test_run_time_rounding_of_ties_follows_litert_by_position(asym, k):
     w, ws = np.eye(k, dtype=np.int8), np.ones(k, np.float32)
     got = qk.fully_connected_hybrid(x2, w, ws, None, asymmetric_quantize_inputs=asym)
     assert_same("FULLY_CONNECTED hybrid, rounding of ties", got, _fc_litert(x2, w, ws, None, "none", asym, False))
+
+
+@pytest.mark.parametrize("scales", ["tensor", "channel"])
+def test_conv_run_time_rounding_follows_the_nhwc_row(scales):
+    # A convolution quantizes each image as one row in LiteRT's NHWC order, and the rounding of a
+    # value depends on its position in that row (test above): tie-heavy images with 5*5*3 = 75
+    # values (a tail of 3) tell an NCHW reading from an NHWC one. 1x1 identity-like filters make
+    # every rounding visible in the output.
+    rng = np.random.default_rng(7 if scales == "tensor" else 8)
+    n, c, h, w = 400, 3, 5, 5
+    x = (rng.standard_normal((n, c, h, w)) * 2).astype(np.float32)
+    flat = x.reshape(n, -1)
+    lo, hi = np.minimum(0, flat.min(1)), np.maximum(0, flat.max(1))
+    # per-tensor weights: symmetric images (scale r/127); per-channel: asymmetric (width/255)
+    inv = (np.float32(127) / np.abs(flat).max(1)) if scales == "tensor" else (np.float32(255) / (hi - lo))
+    ties = ((rng.integers(-60, 60, x.shape) + 0.5) / inv[:, None, None, None].astype(np.float64)).astype(np.float32)
+    order = np.argsort(flat, axis=1)
+    x2 = np.where(rng.random(x.shape) < 0.9, ties, x).astype(np.float32)   # the extremes put back: same ranges
+    x2.reshape(n, -1)[np.arange(n), order[:, 0]] = flat[np.arange(n), order[:, 0]]
+    x2.reshape(n, -1)[np.arange(n), order[:, -1]] = flat[np.arange(n), order[:, -1]]
+    wt = np.zeros((c, c, 1, 1), np.int8)
+    wt[np.arange(c), np.arange(c)] = 1
+    ws = np.full(c, 0.5, np.float32) if scales == "tensor" else np.array([0.5, 0.25, 1.0], np.float32)
+    got = qk.conv2d_hybrid(x2, wt, ws)
+    ohwi = np.ascontiguousarray(wt.transpose(0, 2, 3, 1))
+    (expected,) = run_op(OP.CONV_2D, [T(nhwc(x2).shape, np.float32), T(ohwi.shape, scale=ws, axis=0, data=ohwi),
+                                      T((c,), np.float32, data=np.zeros(c, np.float32))],
+                         [T(nhwc(got).shape, np.float32)], [nhwc(x2)], _options(Conv2DOptions, "VALID", (1, 1),
+                                                                                (1, 1), "none"))
+    assert_same("CONV_2D hybrid, rounding of ties", got, nchw(expected))
