@@ -37,8 +37,10 @@ and NNCF otherwise calibrate on every calibration sentence at its own length (no
 
 Dynamic rows (no calibration): ONNX Runtime's ``quantize_dynamic`` beside ``quantir.quantize_dynamic``
 with each ``DynamicConfig.activations`` (auto, per_row, per_tensor): cosine as above, and latency at
-batch x tokens 1x64, 1x128, 32x64 and 32x128 with fp32 beside (``dynamic_latencies``); ``--dynamic-only``
-runs just these.
+batch x tokens 1x64, 1x128, 32x64 and 32x128 with fp32 beside (``dynamic_latencies``); and LiteRT's
+dynamic-range .tflite (``quantir quantize --dynamic -o m.tflite``): cosine in BUILTIN_REF, every hybrid op
+checked bit-exact on LiteRT's own inputs (``verify --isolated``), and LiteRT latency beside the float
+.tflite of the same graph. ``--dynamic-only`` runs just these.
 
     .venv/bin/python bench/transformers.py            # ~15 min on 2 shared cores
     .venv/bin/python bench/transformers.py --dynamic-only   # the dynamic rows, a few minutes
@@ -302,6 +304,75 @@ def dynamic_rows(args, ctx: dict, work: Path) -> dict:
     return rows
 
 
+def litert_dynamic_row(args, ctx: dict, work: Path, tokenizer: WordPiece, rounds: int) -> dict:
+    """LiteRT's dynamic-range model (``quantir quantize --dynamic -o m.tflite``: hybrid FULLY_CONNECTED /
+    EMBEDDING_LOOKUP, the rest float32): cosine in BUILTIN_REF on every evaluation sentence; `verify
+    --isolated` on the first 32 (every hybrid op on LiteRT's own inputs); latency (1 thread, LiteRT's
+    optimized kernels, 1x64 and 1x128) beside the float .tflite of the same graph."""
+    import quantir
+    from quantir.backends.tflite.export import export_tflite
+    from quantir.backends.tflite.litert import run_model
+    from quantir.quantize.calibrate import ensure_names
+    from quantir.quantize.config import Config
+    from quantir.quantize.expand import expand
+    from quantir.verify import verify_tflite
+    path, fpath = work / "quantir_dynamic.tflite", work / "fp32.tflite"
+    try:
+        t = time.perf_counter()
+        result = quantir.quantize_hybrid(str(args.model))
+        result.save(path)
+        seconds = time.perf_counter() - t
+        m = quantir.load(str(args.model))
+        ensure_names(m.main)
+        expand(m.main, Config())
+        fpath.write_bytes(export_tflite(m).to_bytes())
+        data = path.read_bytes()
+        emb = np.zeros((ctx["n_eval"], 384), np.float32)
+        for idx, feeds in ctx["eval"]:
+            emb[idx] = run_model(data, [feeds[k] for k in INPUTS])[0]
+        cos = cosines(ctx["fp32"], emb)
+        feeds32 = {k: v[:32] for k, v in ctx["verify_feeds"].items()}
+        report = verify_tflite(path, feeds32, batch=32, isolated=True)
+        hybrid = [d for d in report.ops if d.op.startswith("hybrid.")]
+        lat = {f"1x{n}": litert_latency({"fp32_tflite": fpath, "quantir_dynamic_tflite": path},
+                                        dynamic_feed(tokenizer, 1, n), max(5, rounds // 5)) for n in (64, 128)}
+        row = {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()), "size_bytes": path.stat().st_size,
+               "fp32_tflite_bytes": fpath.stat().st_size, "quantize_s": round(seconds, 2),
+               "hybrid_ops": len(hybrid), "hybrid_ops_bit_exact": sum(d.output.equal for d in hybrid),
+               "float_ops_max_relative": max((d.relative for d in report.ops if d.in_float), default=0.0),
+               "verified_sentences": report.samples, "litert_latency_ms": lat,
+               "summary": result.summary_dict() if hasattr(result, "summary_dict") else None}
+    except Exception as e:
+        row = {"error": f"{type(e).__name__}: {e}"[:1000]}
+    shown = {k: v for k, v in row.items() if k != "summary"}
+    print(f"  quantir_dynamic_tflite (LiteRT BUILTIN_REF): {shown}", flush=True)
+    return row
+
+
+def litert_latency(paths: dict[str, Path], feed: dict[str, np.ndarray], rounds: int) -> dict[str, float]:
+    """Median ms of ``invoke`` (1 thread, LiteRT's optimized kernels without XNNPACK), the models taken
+    round-robin, each interpreter built and warmed up once."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    its = {}
+    for name, p in paths.items():
+        it = Interpreter(model_path=str(p), num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        for d in it.get_input_details():
+            it.resize_tensor_input(d["index"], feed[d["name"]].shape)
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], feed[d["name"]].astype(d["dtype"]))
+        it.invoke()
+        its[name] = it
+    times: dict[str, list[float]] = {k: [] for k in its}
+    for _ in range(rounds):
+        for name, it in its.items():
+            t0 = time.perf_counter()
+            it.invoke()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {k: round(float(np.median(v)), 2) for k, v in times.items()}
+
+
 def dynamic_feed(tokenizer: WordPiece, batch: int, length: int) -> dict[str, np.ndarray]:
     """``batch`` rows of exactly ``length`` tokens of real text, each another stretch of the evaluation sentences."""
     words = " ".join(S.evaluation_sentences()).split()
@@ -462,6 +533,7 @@ def main() -> int:
             rows.update(quantir_rows(args, ctx, work))
         if not args.no_quantir:
             rows.update(dynamic_rows(args, ctx, work))
+            rows["quantir_dynamic_tflite"] = litert_dynamic_row(args, ctx, work, tokenizer, args.rounds)
         lat = {}
         if not args.dynamic_only:
             print("latency (1 thread, batch 1) ...", flush=True)
@@ -472,6 +544,12 @@ def main() -> int:
     if not args.dynamic_only:
         print(table(rows, lat))
     print(dynamic_table(rows, dyn_lat))
+    t = rows.get("quantir_dynamic_tflite", {})
+    if "error" not in t and t:
+        print(f"{'quantir_dynamic_tflite':<28}{t['cosine_mean']:>9.4f}{t['cosine_min']:>9.4f}"
+              f"{t['size_bytes'] / 1e6:>7.1f}  LiteRT BUILTIN_REF; {t['hybrid_ops_bit_exact']}/{t['hybrid_ops']} "
+              f"hybrid ops bit-exact on LiteRT's inputs; LiteRT ms (optimized kernels, 1 thread) "
+              + ", ".join(f"{k}: {v}" for k, v in t["litert_latency_ms"].items()))
     result = {
         "what": "all-MiniLM-L6-v2: mean/min cosine of sentence embeddings vs fp32 on held-out sentences, in "
                 "ONNX Runtime; float ops = nodes computing in float (not Q/DQ, not data movement); latency ms, "
