@@ -454,15 +454,19 @@ def quantize_weights(model: Any, config: Any = None, calibration: Any = None):
 
 def _save_weight_only(result, path, *, matmul_nbits: bool = True, make_parents: bool = False) -> Path:
     """``WeightOnlyResult.save``: ``.onnx`` (4-bit blocked weights as ONNX Runtime's MatMulNBits and
-    GatherBlockQuantized, the rest DequantizeLinear; ``matmul_nbits=False``: all DequantizeLinear) or
+    GatherBlockQuantized, the rest DequantizeLinear; ``matmul_nbits=False``: all DequantizeLinear),
+    ``.tflite`` (per-channel int8/int4 weights + DEQUANTIZE; block-wise ones are refused) or
     ``.mlir``, atomically."""
     from .fileio import atomic_write, prepare_output
     p = Path(path)
-    if p.suffix not in (".onnx", ".mlir"):
-        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a weight-only model is saved as .onnx "
-                           f"or .mlir")
+    if p.suffix not in (".onnx", ".mlir", ".tflite"):
+        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a weight-only model is saved as .onnx, "
+                           f".tflite or .mlir")
     prepare_output(p, make_parents=make_parents)
-    if p.suffix == ".mlir":
+    if p.suffix == ".tflite":
+        from .backends.tflite.export_weight_only import save_weight_only_tflite
+        save_weight_only_tflite(result.module, p)
+    elif p.suffix == ".mlir":
         from .text import print_module
         atomic_write(p, print_module(result.module).encode())
     else:

@@ -785,6 +785,9 @@ def qcast(ex: _Exporter, op: Operation) -> None:
 
 
 def dcast(ex: _Exporter, op: Operation) -> None:
+    if quant.stored_constant(op.operands[0]) is not None:   # a weight: DEQUANTIZE in its readers' layouts
+        from quantir.backends.tflite.export_weight_only import weight_dcast
+        return weight_dcast(ex, op)
     # in the IR's layout: a float result feeds outputs or float code, and moving int8 is 4x cheaper
     ex.emit(OP.DEQUANTIZE, op, [ex.get(op.operands[0], Form.ASIS)], Form.ASIS)
 

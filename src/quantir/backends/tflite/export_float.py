@@ -58,6 +58,7 @@ from quantir.backends.tflite.schema import (ActivationFunctionType, AddOptions, 
                                             LeakyReluOptions, LessEqualOptions, LessOptions, MaximumMinimumOptions,
                                             MulOptions, Padding, Pool2DOptions, ReducerOptions, ResizeBilinearOptions,
                                             ResizeNearestNeighborOptions, SplitVOptions, SubOptions)
+from quantir.backends.tflite.export_weight_only import dequantized, weight_chain
 from quantir.errors import UnsupportedOpError
 from quantir.ir import Function, Operation, Value
 from quantir.ir.dialects import nn, quant
@@ -362,10 +363,13 @@ def layer_normalization(ex: _Exporter, op: Operation) -> None:
 
 # -- matrix products --------------------------------------------------------------------------------
 
-def _fc(ex: _Exporter, op: Operation, x: Value, weights: np.ndarray, bias: np.ndarray | None) -> None:
-    """FULLY_CONNECTED of ``x`` [..., K] with ``weights`` [N, K]; keep_num_dims for rank > 2."""
+def _fc(ex: _Exporter, op: Operation, x: Value, weights: np.ndarray | int, bias: np.ndarray | None) -> None:
+    """FULLY_CONNECTED of ``x`` [..., K] with ``weights`` [N, K] (an array, or the index of a
+    dequantized weight tensor); keep_num_dims for rank > 2."""
     name = op.results[0].name_hint or "fc"
-    inputs = [ex.get(x, Form.ASIS), ex.constant(np.ascontiguousarray(weights, np.float32), f"{name}/weights")]
+    w = weights if isinstance(weights, int) else \
+        ex.constant(np.ascontiguousarray(weights, np.float32), f"{name}/weights")
+    inputs = [ex.get(x, Form.ASIS), w]
     inputs.append(ex.constant(np.asarray(bias, np.float32), f"{name}/bias") if bias is not None else -1)
     ex.emit(OP.FULLY_CONNECTED, op, inputs, Form.ASIS, FullyConnectedOptions(keep_num_dims=len(x.type.shape) > 2))
 
@@ -375,6 +379,8 @@ def matmul(ex: _Exporter, op: Operation) -> None:
     w = quant.stored_constant(b)
     if w is not None and np.ndim(w) == 2 and len(a.type.shape) >= 2:
         return _fc(ex, op, a, np.asarray(w).T, None)
+    if len(b.type.shape) == 2 and len(a.type.shape) >= 2 and (dq := dequantized(ex, b, (1, 0))) is not None:
+        return _fc(ex, op, a, dq, None)   # a weight-only int8/int4 B, as [N, K]
     if len(a.type.shape) < 2 or len(b.type.shape) < 2:
         raise UnsupportedOpError(f"{_what(op)}: a matmul of a 1-D operand has no BATCH_MATMUL form here")
     ex.emit(OP.BATCH_MATMUL, op, [ex.get(a, Form.ASIS), ex.get(b, Form.ASIS)], Form.ASIS,
@@ -386,6 +392,9 @@ def gemm(ex: _Exporter, op: Operation) -> None:
     a, b = op.operands[0], op.operands[1]
     w = quant.stored_constant(b)
     c = quant.stored_constant(op.operands[2]) if len(op.operands) > 2 else None
+    if w is None and weight_chain(b) is not None and not op.attr("trans_a") and (len(op.operands) == 2 or
+                                                                                   c is not None):
+        return _gemm_dequantized(ex, op, c)
     if op.attr("trans_a") or w is None or (len(op.operands) > 2 and c is None):
         raise UnsupportedOpError(f"{_what(op)}: only a gemm with A not transposed and constant B and C has a "
                                  "FULLY_CONNECTED form")
@@ -398,6 +407,21 @@ def gemm(ex: _Exporter, op: Operation) -> None:
             raise UnsupportedOpError(f"{_what(op)}: C of shape {list(np.shape(c))} is not one row; "
                                      "FULLY_CONNECTED's bias is")
     _fc(ex, op, a, weights.astype(np.float32), None if bias is None else bias.astype(np.float32))
+
+
+def _gemm_dequantized(ex: _Exporter, op: Operation, c) -> None:
+    """A gemm whose B is a weight-only int8/int4 weight: FULLY_CONNECTED of its DEQUANTIZE ([N, K])."""
+    if float(op.attr("alpha")) != 1.0:
+        raise UnsupportedOpError(f"{_what(op)}: alpha {op.attr('alpha')} with a quantized B; the weight's "
+                                 "integers cannot absorb it (export with alpha folded into B before quantizing)")
+    n = op.results[0].type.shape[-1]
+    bias = None
+    if c is not None:
+        if np.ndim(c) > 1 and np.shape(c)[0] != 1:
+            raise UnsupportedOpError(f"{_what(op)}: C of shape {list(np.shape(c))} is not one row; "
+                                     "FULLY_CONNECTED's bias is")
+        bias = np.broadcast_to(np.asarray(c, np.float64) * float(op.attr("beta")), (n,)).astype(np.float32)
+    _fc(ex, op, op.operands[0], dequantized(ex, op.operands[1], (0, 1) if op.attr("trans_b") else (1, 0)), bias)
 
 
 def expand(ex: _Exporter, op: Operation) -> None:
@@ -421,7 +445,7 @@ def conv(ex: _Exporter, op: Operation, act: Operation | None = None) -> None:
     x, w = op.operands[0], op.operands[1]
     xs, ws = x.type.shape, w.type.shape
     weights = quant.stored_constant(w)
-    if weights is None or len(xs) != 4:
+    if (weights is None and weight_chain(w) is None) or len(xs) != 4:
         raise UnsupportedOpError(f"{_what(op)}: TFLite needs a 2-D convolution with constant weights")
     group = int(op.attr("group") or 1)
     depthwise = group > 1 and group == xs[1] and ws[1] == 1
@@ -439,13 +463,15 @@ def conv(ex: _Exporter, op: Operation, act: Operation | None = None) -> None:
         ex.constant(np.zeros(ws[0], np.float32), f"{name}/bias")
     common = dict(padding=padding, stride_w=strides[1], stride_h=strides[0], dilation_w_factor=dilations[1],
                   dilation_h_factor=dilations[0], fused_activation_function=_activation(act))
-    arr = np.asarray(weights, np.float32)
+    arr = None if weights is None else np.asarray(weights, np.float32)   # None: a weight-only int8/int4 filter
     if depthwise:
-        filt = ex.constant(np.ascontiguousarray(arr.transpose(1, 2, 3, 0)), f"{name}/filter_1hwc")
+        filt = dequantized(ex, w, (1, 2, 3, 0)) if arr is None else \
+            ex.constant(np.ascontiguousarray(arr.transpose(1, 2, 3, 0)), f"{name}/filter_1hwc")
         ex.emit(OP.DEPTHWISE_CONV_2D, act or op, [src, filt, bias], Form.NHWC,
                 DepthwiseConv2DOptions(depth_multiplier=ws[0] // xs[1], **common))
     else:
-        filt = ex.constant(np.ascontiguousarray(arr.transpose(0, 2, 3, 1)), f"{name}/filter_ohwi")
+        filt = dequantized(ex, w, (0, 2, 3, 1)) if arr is None else \
+            ex.constant(np.ascontiguousarray(arr.transpose(0, 2, 3, 1)), f"{name}/filter_ohwi")
         ex.emit(OP.CONV_2D, act or op, [src, filt, bias], Form.NHWC, Conv2DOptions(**common))
 
 

@@ -151,6 +151,8 @@ class Model:
         data = self.buffers[tensor.buffer] if 0 <= tensor.buffer < len(self.buffers) else b""
         if not data:
             return None
+        if tensor.type is TensorType.INT4:
+            return _unpack_int4(tensor, data)
         need = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.itemsize
         if len(data) != need:
             raise ModelFormatError(f"tensor {tensor.name!r}: buffer {tensor.buffer} holds {len(data)} bytes, "
@@ -160,3 +162,15 @@ class Model:
 
     def operator_name(self, op: Operator) -> str:
         return self.operator_codes[op.opcode_index].name
+
+
+def _unpack_int4(tensor: Tensor, data: bytes) -> np.ndarray:
+    """An INT4 constant as int8 values in [-8, 7]: the row-major elements two per byte, the first
+    in the low nibble (LiteRT's packing; an odd count ends with a padding nibble)."""
+    n = int(np.prod(tensor.shape, dtype=np.int64))
+    if len(data) != (n + 1) // 2:
+        raise ModelFormatError(f"tensor {tensor.name!r}: buffer {tensor.buffer} holds {len(data)} bytes, "
+                               f"shape {tensor.shape} of INT4 (two per byte) needs {(n + 1) // 2}")
+    b = np.frombuffer(data, np.uint8)
+    nibbles = np.stack([b & 0xF, b >> 4], axis=-1).reshape(-1)[:n].astype(np.int8)
+    return np.where(nibbles > 7, nibbles - 16, nibbles).astype(np.int8).reshape(tensor.shape)

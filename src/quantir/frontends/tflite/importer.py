@@ -500,6 +500,9 @@ class OpContext:
                 raise UnsupportedOpError(
                     f"{role} '{self.imp.names[idx]}' is {t.type.name}: this is a {t.type.name} {code}, and quantir "
                     f"reads int8 and float32 TFLite models; convert the model with float32 tensors")
+            if t.type is TFLType.INT4 and code == "DEQUANTIZE" and role == "input" and \
+                    self.imp.data(idx) is not None:
+                continue   # a weight-only int4 constant: unpacked to int8 values in [-8, 7] at read
             if t.type in (TFLType.UINT8, TFLType.INT4) and is_quantized(t):
                 raise UnsupportedOpError(f"{role} '{self.imp.names[idx]}' is quantized {t.type.name}; quantir "
                                          f"reads int8 and int16 (16x8) activations and int8 weights only")

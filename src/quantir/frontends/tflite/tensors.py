@@ -20,7 +20,8 @@ from ...types import (FloatType, IntegerType, TensorType, Type, UniformQuantized
 __all__ = ["dims", "is_quantized", "element_type", "tensor_type", "STORAGE"]
 
 F32 = FloatType("f32")
-STORAGE = {TFLType.INT8: IntegerType(8), TFLType.INT16: IntegerType(16), TFLType.INT32: IntegerType(32)}
+STORAGE = {TFLType.INT8: IntegerType(8), TFLType.INT16: IntegerType(16), TFLType.INT32: IntegerType(32),
+           TFLType.INT4: IntegerType(4)}   # int4: only weight-only constants (the importer refuses others)
 
 
 def dims(t: Tensor) -> tuple[int | None, ...]:
