@@ -22,6 +22,8 @@ _LAZY = {
     "quantize_weights": ("quantir.api", "quantize_weights"),
     "quantize_dynamic": ("quantir.api", "quantize_dynamic"),
     "quantize_hybrid": ("quantir.api", "quantize_hybrid"),
+    "calibration_stats": ("quantir.api", "calibration_stats"),
+    "merge_stats": ("quantir.api", "merge_stats"),
     "Result": ("quantir.api", "Result"),
     "Config": ("quantir.quantize.config", "Config"),
     "WeightOnlyConfig": ("quantir.quantize.weight_only", "WeightOnlyConfig"),
@@ -31,7 +33,8 @@ _LAZY = {
     "data": ("quantir.quantize.data", None),
 }
 __all__ = ["load", "quantize", "quantize_weights", "quantize_dynamic", "quantize_hybrid", "Result", "Config",
-           "WeightOnlyConfig", "DynamicConfig", "HybridConfig", "run", "data", "__version__"]
+           "calibration_stats", "merge_stats", "WeightOnlyConfig", "DynamicConfig", "HybridConfig", "run", "data",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,6 +39,7 @@ from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MA
 from .quantize.precision import Promotion, parse_budget, promote, samples_of, score
 from .ir.names import output_names
 from .quantize.solver import ActParams, int16_classes, solve
+from .quantize import stats_ir
 from .report.layers import LayerError, compare
 from .rewrite import RewriteStats
 
@@ -315,6 +316,8 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
                                "data: pass calibration=None, or use mode='static'")
         return quantize_hybrid(model) if config.target == "litert" else quantize_dynamic(model)
     module = load(model)
+    if calibration is None and stats_ir.holds_stats(module):   # statistics written by --emit-stats
+        return _quantize_from_stats(clone_module(module), config)
     fn = module.main
     # the caller's Module is theirs: rewrite a copy
     if module is model and (would_expand(fn, config) or (config.outliers and _outliers.has_sites(fn))):
@@ -350,6 +353,57 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
                   warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites,
                   promotion=promotion, outliers=outlier_stats)
+
+
+def calibration_stats(model: Any, calibration: Any, config: Config | None = None) -> Module:
+    """The float module calibration runs on (after the expansions and outlier passes of ``config``)
+    with a ``quant.stats`` op on every observed tensor (``quantize.stats_ir``): what ``quantize``
+    would observe, so ``quantize(module, None, config)`` then gives the same integer module. Samples
+    a default budget holds out are not observed here either and are not carried (see below)."""
+    config = config or Config()
+    module = clone_module(load(model))
+    fn = module.main
+    ensure_names(fn)
+    if expand(fn, config).modified:
+        ensure_names(fn)
+    dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
+    _, dataset = _outliers.run(fn, dataset, config, make_engine)
+    annotation = annotate(fn, config)
+    searching = parse_budget(config.budget) is not None and config.activations == "int8" and not config.int16
+    statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)
+    return stats_ir.to_module(fn, statistics)
+
+
+def merge_stats(a: Any, b: Any) -> Module:
+    """Two statistics modules (paths or Modules from ``calibration_stats``) of one model as one:
+    min of mins, max of maxes, histograms added (``quantize.stats_ir.merge``)."""
+    return stats_ir.merge(load(a), load(b))
+
+
+def _quantize_from_stats(module: Module, config: Config) -> Result:
+    """``quantize`` from the ``quant.stats`` ops of ``module`` alone. No samples are carried, so the
+    mixed-precision budget is not searched (``budget`` acts as None) and the options that need
+    samples (empirical bias correction, hessian rounding, callbacks, outlier passes: those already
+    ran when the statistics were written) are refused."""
+    needs = [what for what, on in (("bias_correction='empirical'", config.bias_correction == "empirical"),
+                                   ("weight_rounding='hessian'", config.weight_rounding == "hessian"),
+                                   ("a calibration callback", config.callback is not None),
+                                   (f"outliers={config.outliers}", bool(config.outliers))) if on]
+    if needs:
+        raise QuantirError(f"quantizing from quant.stats ops (no calibration data): {', '.join(needs)} needs the "
+                           f"samples themselves; pass calibration data, or leave the option at its default")
+    fn, statistics = stats_ir.read(module)
+    annotation = annotate(fn, config)
+    if not annotation.regions:
+        raise QuantirError("nothing to quantize in this model")
+    stats_ir.check_covers(annotation, statistics, config)
+    params = solve(annotation, statistics, config, fn)
+    int_fn = lower(fn, annotation, params, config)
+    health = check_health(fn, annotation, statistics, params, config)
+    for message in health.warnings:
+        _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
+    return Result(Module([int_fn]), fn, annotation, params, statistics, config,
+                  warnings=health.warnings, degenerate_data=health.degenerate_data)
 
 
 def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget):

@@ -38,7 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="int4 blocked MatMul weights and Gather tables as ONNX Runtime's MatMulNBits and "
                         "GatherBlockQuantized (the default: faster in ONNX Runtime); --no-matmul-nbits: standard "
                         "DequantizeLinear before each float op, for any ONNX runtime")
-    p.add_argument("-o", "--output", required=True, help="output path: .onnx, .mlir or .tflite (format by extension)")
+    p.add_argument("-o", "--output", default=None,
+                   help="output path: .onnx, .mlir or .tflite (format by extension); required unless --emit-stats")
+    p.add_argument("--emit-stats", default=None, metavar="OUT.mlir",
+                   help="write the float module with a quant.stats op on every observed tensor (what calibration "
+                        "saw); `quantir quantize OUT.mlir -o M.tflite` then quantizes from it with no --data")
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour (default qdq)")
     p.add_argument("--activations", choices=("int8", "uint8", "int16"), default="int8",
                    help="int8 (default); uint8: the ONNX export's storage (same values, zero point + 128; ONNX "
@@ -81,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from ..api import quantize
     from ..errors import OutputError, QuantirError, QuantizationWarning
     from ..fileio import check_outputs
-    from ..quantize.config import Config
 
+    if args.output is None and (args.emit_stats is None or args.dynamic or args.weights_only is not None):
+        raise QuantirError("quantize needs an output: -o OUT.{onnx,mlir,tflite} (or --emit-stats OUT.mlir)")
     if args.dynamic:
         return run_dynamic(args)
     if args.symmetric_inputs:
@@ -92,9 +97,11 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import CalibrationError
     if args.block is not None or args.asymmetric or args.matmul_nbits is not None:
         raise QuantirError("--block, --asymmetric and --matmul-nbits apply to --weights-only int8|int4")
-    if not args.data:
+    if args.emit_stats is not None:
+        return run_emit_stats(args)
+    if not args.data and not _holds_stats(args.model):
         raise CalibrationError("quantize needs calibration data: --data CALIB.npz (or --weights-only int8|int4, "
-                          "which needs none)")
+                          "which needs none, or a .mlir written by --emit-stats)")
 
     # before any work: a refused or unwritable output must not cost a calibration run
     if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
@@ -104,14 +111,11 @@ def run(args: argparse.Namespace) -> int:
         raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
     check_outputs({"-o": args.output, "--summary": args.summary},
                   {"input model": args.model, **{"calibration data" + (f" #{i + 1}" if i else ""): path
-                                                 for i, path in enumerate(args.data)}})
-    config = Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
-                    engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
-                    bias_correction=args.bias_correction, target=target_for(args.output, args.target),
-                    activations="int16" if args.activations == "int16" else "int8", int16=tuple(args.int16),
-                    **({} if args.budget is None else {"budget": args.budget}))
+                                                 for i, path in enumerate(args.data or ())}})
+    config = _config(args)
     with warnings.catch_warnings(action="ignore", category=QuantizationWarning):   # printed below, one line each
-        result = quantize(args.model, args.data[0] if len(args.data) == 1 else args.data, config)
+        result = quantize(args.model, None if not args.data else args.data[0] if len(args.data) == 1 else args.data,
+                          config)
     for w in result.warnings:   # even with -q: the model may be unusable
         print(f"quantir quantize: warning: {w}", file=sys.stderr)
     result.save(args.output, format=args.format, io=args.io,
@@ -119,9 +123,56 @@ def run(args: argparse.Namespace) -> int:
     if args.summary:
         result.save(args.summary)
     if not args.quiet:
+        if not args.data:
+            print("quantized from the quant.stats ops of the model (no calibration data; no mixed-precision "
+                  "budget search, no per-layer errors)")
         print(result.summary())
         print(f"wrote {args.output}")
     return 0
+
+
+def _holds_stats(model: str) -> bool:
+    if Path(model).suffix != ".mlir":
+        return False
+    from ..api import load
+    from ..quantize.stats_ir import holds_stats
+    return holds_stats(load(model))
+
+
+def run_emit_stats(args: argparse.Namespace) -> int:
+    """``--emit-stats OUT.mlir``: the calibration statistics as IR (``quantir.calibration_stats``)."""
+    from ..api import calibration_stats
+    from ..errors import CalibrationError, OutputError
+    from ..fileio import atomic_write, check_outputs, prepare_output
+    from ..text import print_module
+
+    if Path(args.emit_stats).suffix != ".mlir":
+        raise OutputError(f"--emit-stats {args.emit_stats}: statistics are MLIR text; give a path ending in .mlir")
+    if args.output is not None or args.summary:
+        raise OutputError("--emit-stats writes the statistics only; quantize from them in a second run: "
+                          f"quantir quantize {args.emit_stats} -o OUT.tflite")
+    if not args.data:
+        raise CalibrationError("--emit-stats needs calibration data: --data CALIB.npz")
+    check_outputs({"--emit-stats": args.emit_stats},
+                  {"input model": args.model, **{"calibration data" + (f" #{i + 1}" if i else ""): path
+                                                 for i, path in enumerate(args.data)}})
+    module = calibration_stats(args.model, args.data[0] if len(args.data) == 1 else args.data,
+                               _config(args, output=args.emit_stats))
+    prepare_output(Path(args.emit_stats))
+    atomic_write(Path(args.emit_stats), print_module(module).encode())
+    if not args.quiet:
+        n = sum(op.name == "quant.stats" for op in module.main.ops)
+        print(f"wrote {args.emit_stats}: {n} quant.stats ops (method {args.method})")
+    return 0
+
+
+def _config(args: argparse.Namespace, output: str | None = None):
+    from ..quantize.config import Config
+    return Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
+                  engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
+                  bias_correction=args.bias_correction, target=target_for(output or args.output, args.target),
+                  activations="int16" if args.activations == "int16" else "int8", int16=tuple(args.int16),
+                  **({} if args.budget is None else {"budget": args.budget}))
 
 
 def run_weights_only(args: argparse.Namespace) -> int:
