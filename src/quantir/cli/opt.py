@@ -7,6 +7,9 @@ contract, so the same golden files run through both tools.
   outputs joined by ``// -----`` lines; line numbers count in the whole file.
 * ``--verify-diagnostics``: the diagnostics must be exactly the ``// expected-error {{...}}``
   ones (see :mod:`quantir.text.diagnostics`); exit 0 iff they are.
+* Passes, run in command-line order: ``--canonicalize``, and upstream's quant passes
+  ``--normalize-quant-types``, ``--strip-func-quant-types``, ``--lower-quant-ops``
+  (:mod:`quantir.passes.quant_lowering`).
 
 Imports of the compiler are deferred to :func:`run` so that ``quantir --help`` stays fast.
 """
@@ -23,12 +26,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="process chunks separated by '// -----' independently")
     parser.add_argument("--verify-diagnostics", action="store_true",
                         help="check diagnostics against '// expected-error {{...}}' comments")
-    parser.add_argument("--canonicalize", action="store_true", help="run the canonicalize pass")
+    parser.add_argument("--canonicalize", action=_PassFlag, nargs=0, help="run the canonicalize pass")
+    parser.add_argument("--normalize-quant-types", action=_PassFlag, nargs=0,
+                        help="sub-channel types with one scale, or scales along one axis, as per-tensor/per-axis")
+    parser.add_argument("--strip-func-quant-types", action=_PassFlag, nargs=0,
+                        help="function signatures in storage integers, with quant.scast at the boundaries")
+    parser.add_argument("--lower-quant-ops", action=_PassFlag, nargs=0,
+                        help="per-tensor quant.qcast/dcast into arith and tensor ops as upstream MLIR "
+                             "(truncating fptosi; see --lower-quant-round)")
+    parser.add_argument("--lower-quant-round", choices=("truncate", "nearest-even"), default="truncate",
+                        help="quantir's option for --lower-quant-ops: 'nearest-even' puts math.roundeven "
+                             "before the float->int cast (default: truncate, as upstream)")
     parser.add_argument("--mlir-print-op-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, metavar="N", default=None,
                         help="print elements attributes of more than N elements as dense_resource<__elided__>")
     parser.add_argument("--allow-unregistered-dialect", action="store_true",
                         help="accepted for mlir-opt compatibility; quantir always allows them")
+
+
+class _PassFlag(argparse.Action):
+    """A pass flag: sets its own attribute and appends its pass name to ``args.pipeline``, so
+    passes run in command-line order as in mlir-opt."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, True)
+        namespace.pipeline = [*(getattr(namespace, "pipeline", None) or []), self.dest.replace("_", "-")]
+
+
+def _make_pass(name: str, args):
+    from ..passes import quant_lowering as ql
+    from ..passes.canonicalize import Canonicalize
+    if name == "lower-quant-ops":
+        return ql.LowerQuantOps(ql.LowerQuantOptions(round=getattr(args, "lower_quant_round", "truncate")))
+    return {"canonicalize": Canonicalize, "normalize-quant-types": ql.NormalizeQuantTypes,
+            "strip-func-quant-types": ql.StripFuncQuantTypes}[name]()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,13 +119,23 @@ def _process_chunk(source, lines: list[str], start: int, end: int, args) -> tupl
     if failures:
         return "", err, ok
     assert module is not None
-    if args.canonicalize:
-        from ..passes.canonicalize import canonicalize
-        canonicalize(module)
+    for name in _pipeline(args):
+        try:
+            _make_pass(name, args).run(module)
+        except QuantirError as e:
+            return "", render_error(e, lines, module), False
     elide = args.mlir_elide_elementsattrs_if_larger
     printed = print_module(module, large_elements="inline" if elide is None else "elide",
                            threshold=elide or 0, generic=args.mlir_print_op_generic)
     return printed + "\n", err, ok
+
+
+def _pipeline(args) -> list[str]:
+    """The passes to run; a Namespace built without the flags' actions may only say canonicalize."""
+    pipeline = getattr(args, "pipeline", None)
+    if pipeline is None:
+        return ["canonicalize"] if getattr(args, "canonicalize", False) else []
+    return pipeline
 
 
 def _read(path: str) -> str:

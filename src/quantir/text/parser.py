@@ -36,8 +36,8 @@ from ..ir import opdef as _opdef
 from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DictAttr,
                              StringAttr, SymbolRefAttr, TypeAttr, UnitAttr)
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, func, quant
-from ..types import FunctionType, IntegerType, NoneType, Type
+from ..ir.dialects import arith, arith_ops, func, quant, tensor
+from ..types import FunctionType, IndexType, IntegerType, NoneType, TensorType, Type
 from ..types.lexer import MAX_INT_DIGITS, Source, Tok, Token
 from ..types.parser import add_followup
 from .lexing import FastLexer, FastSource
@@ -46,7 +46,7 @@ from .resources import ResourceSectionParser
 __all__ = ["parse_module", "parse_source"]
 
 _QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
-_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant"}  # dialects with custom syntax here
+_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant", "tensor"}  # dialects with custom syntax here
 # Files are decoded with surrogateescape (text.files): U+DC80..U+DCFF stand for bytes that are not
 # UTF-8 and are kept; any other surrogate cannot be encoded back and is refused up front.
 _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
@@ -500,6 +500,9 @@ class _ModuleParser(ResourceSectionParser):
             return self._return(scope, loc)
         if name == "arith.constant":
             return self._constant(loc)
+        opdef = _opdef.lookup(name)
+        if opdef is not None and (opdef in arith_ops.SYNTAX or opdef in tensor.ASM_NAMES):
+            return self._lowering_op(opdef, scope, loc)
         if dialect in _KNOWN_DIALECTS:
             raise self.error_at(t.pos, f"custom op '{name}' is unknown")
         err = self.error_at(t.pos, f"Dialect `{dialect}' not found for custom op '{name}' ")
@@ -531,6 +534,47 @@ class _ModuleParser(ResourceSectionParser):
         out_type = self.parse_type()
         operand = self._resolve(scope, use, in_type)
         return Operation(opdef, [operand], [out_type], attrs, loc)
+
+    def _lowering_op(self, opdef, scope: _Scope, loc: Location) -> Operation:
+        """The custom forms of :mod:`quantir.ir.dialects.arith_ops` and ``tensor`` (see the printer)."""
+        kind = arith_ops.SYNTAX.get(opdef)
+        attrs = self.parse_optional_attr_dict() if opdef is tensor.DIM else {}
+        first = self._ssa_use()
+        sizes = []
+        if opdef is tensor.SPLAT and self.consume_if(Tok.LSQUARE):
+            if self.tok.kind is not Tok.RSQUARE:
+                sizes.append(self._ssa_use())
+                while self.consume_if(Tok.COMMA):
+                    sizes.append(self._ssa_use())
+            self.parse_token(Tok.RSQUARE, "expected ']'")
+        second = None
+        if kind == "binary" or opdef is tensor.DIM:
+            self.parse_token(Tok.COMMA, "expected ','")
+            second = self._ssa_use()
+        if opdef is not tensor.DIM:
+            attrs = self.parse_optional_attr_dict()
+        self.parse_token(Tok.COLON, "expected ':'")
+        t = self.parse_type()
+        index = IndexType()
+        if kind == "binary":
+            operands, result = [self._resolve(scope, first, t), self._resolve(scope, second, t)], t
+        elif kind == "unary":
+            operands, result = [self._resolve(scope, first, t)], t
+        elif kind == "cast":
+            if not (self.tok.kind is Tok.BARE_ID and self.tok.text == "to"):
+                raise self.error_at(self.tok.pos, f"custom op '{opdef.name}' expected 'to'")
+            self.consume()
+            result = self.parse_type()
+            operands = [self._resolve(scope, first, t)]
+        elif opdef is tensor.SPLAT:
+            if not isinstance(t, TensorType):
+                raise self.error_at(self.tok.pos, f"custom op '{opdef.name}' expected a tensor type")
+            operands = [self._resolve(scope, first, t.element_type)]
+            operands += [self._resolve(scope, u, index) for u in sizes]
+            result = t
+        else:  # tensor.dim
+            operands, result = [self._resolve(scope, first, t), self._resolve(scope, second, index)], index
+        return Operation(opdef, operands, [result], attrs, loc)
 
     def _return(self, scope: _Scope, loc: Location) -> Operation:
         """``attr-dict ($operands^ `:` type($operands))?``."""

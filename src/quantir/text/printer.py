@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ir.attributes import ArrayAttr, Attribute, BoolAttr, DictAttr, IntegerAttr, StringAttr, TypeAttr
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, func, quant
+from ..ir.dialects import arith, arith_ops, func, quant, tensor
 from ..types import FunctionType, IndexType, IntegerType
 from .attr_printer import AttrPrinter, escape_string, keyword_or_string
 from .numbers import canonical_int
@@ -156,6 +156,8 @@ def _sanitize(name: str) -> str:
 
 def _asm_result_name(op: Operation) -> str | None:
     """``arith.constant``'s ``getAsmResultNames``: ``true``/``false``, ``c42_i32``, ``cst``."""
+    if op.opdef in tensor.ASM_NAMES:
+        return tensor.ASM_NAMES[op.opdef]
     if op.opdef is not arith.CONSTANT:
         return None
     value = op.attributes.get("value")
@@ -237,6 +239,8 @@ class _Printer:
                 text += (" " + ", ".join(names.use(v) for v in op.operands) + " : "
                          + ", ".join(str(v.type) for v in op.operands))
             return text
+        if d.custom_syntax and (d in arith_ops.SYNTAX or d.dialect == "tensor"):
+            return _lowering_op(op, names, a)
         if d is arith.CONSTANT and not op.operands and len(op.results) == 1 and "value" in op.attributes:
             value = op.attributes["value"]
             if _typed_value_matches(value, op.results[0].type):
@@ -290,6 +294,28 @@ class _Printer:
                 lines.append(pad + "  " + self.op(op, names))
         lines.append(pad + "})" + a.attr_dict(fn.attributes) + " : () -> ()")
         return lines
+
+
+def _lowering_op(op: Operation, names: Namer, a: AttrPrinter) -> str | None:
+    """Custom forms of the ``arith``/``tensor`` ops of ``--lower-quant-ops``; None (generic form)
+    when the op's arity does not fit its form."""
+    d, use, attrs = op.opdef, names.use, a.attr_dict(op.attributes)
+    kind = arith_ops.SYNTAX.get(d)
+    if len(op.results) != 1:
+        return None
+    if kind == "binary" and len(op.operands) == 2:
+        return f"{d.name} {use(op.operands[0])}, {use(op.operands[1])}{attrs} : {op.results[0].type}"
+    if kind == "unary" and len(op.operands) == 1:
+        return f"{d.name} {use(op.operands[0])}{attrs} : {op.results[0].type}"
+    if kind == "cast" and len(op.operands) == 1:
+        return f"{d.name} {use(op.operands[0])}{attrs} : {op.operands[0].type} to {op.results[0].type}"
+    if d is tensor.SPLAT and op.operands:
+        sizes = op.operands[1:]
+        dyn = "[" + ", ".join(use(v) for v in sizes) + "]" if sizes else ""
+        return f"{d.name} {use(op.operands[0])}{dyn}{attrs} : {op.results[0].type}"
+    if d is tensor.DIM and len(op.operands) == 2:
+        return f"{d.name}{attrs} {use(op.operands[0])}, {use(op.operands[1])} : {op.operands[0].type}"
+    return None
 
 
 def _typed_value_matches(value: Attribute, result_type) -> bool:

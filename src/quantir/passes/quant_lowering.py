@@ -1,0 +1,374 @@
+"""Upstream MLIR's quant passes, producing the same IR as ``mlir-opt`` (op for op, in the same
+order, so that the printed text matches up to nothing):
+
+* ``--normalize-quant-types`` (:class:`NormalizeQuantTypes`): a tensor of a sub-channel type
+  whose scales hold one element becomes per-tensor; one whose scales shape has exactly one
+  dimension other than 1 becomes per-axis along it. Block sizes play no part, as upstream. A
+  cast on such a type folds if it can (upstream's conversion folds the ops it converts).
+* ``--strip-func-quant-types`` (:class:`StripFuncQuantTypes`): function signatures take and
+  return the storage integers (``!quant.uniform<u8:...>`` -> ``i8``, signless). A quantized
+  argument used by anything but ``return`` is ``quant.scast`` back at the top of the body (the
+  last argument's cast first); a returned quantized result is ``scast`` to storage before the
+  ``return``; a quantized argument that is only returned needs no cast. Like upstream's
+  conversion, it also folds the quant casts in every function (``dcast(qcast(x)) -> x``).
+* ``--lower-quant-ops`` (:class:`LowerQuantOps`): per-tensor ``quant.qcast``/``quant.dcast`` of
+  scalars and ranked tensors (static or dynamic) into ``arith`` and ``tensor`` ops::
+
+      qcast:  stored = clamp(fptosi(x / scale + sitofp(zp)))      (+ zp only when zp != 0)
+      dcast:  real   = (sitofp(stored) - sitofp(zp)) * scale      (- zp only when zp != 0)
+
+  ``fptosi`` truncates toward zero -- upstream's choice, not LiteRT's rounding (docs/numerics.md
+  §5); ``round="nearest-even"`` puts a ``math.roundeven`` before it instead (quantir's option,
+  not upstream's). Unsigned storage uses ``uitofp``/``fptoui``/``maxui``/``minui``; the clamp is
+  emitted only when the type narrows its storage range. Tensors get their scalar constants
+  through ``tensor.splat``, with a ``tensor.dim`` per dynamic dimension. Per-axis and
+  sub-channel types (upstream's ``linalg.generic``) and unranked tensors (``shape`` ops) are
+  refused with an :class:`~quantir.errors.UnsupportedOpError`: quantir's ops carry no regions.
+  As upstream's dialect conversion, a cast that folds (``dcast(qcast(x)) -> x``) is folded
+  instead of lowered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnsupportedOpError
+from ..ir.attributes import FloatAttr, IntegerAttr
+from ..ir.core import Block, Function, Module, Operation, Value
+from ..ir.dialects import arith, arith_ops, func, quant, tensor
+from ..ir.dialects.arith_ops import ROUNDEVEN
+from ..types import (FunctionType, IndexType, IntegerType, QuantizedType, TensorType, Type,
+                     UniformQuantizedPerAxisType, UniformQuantizedSubChannelType, UniformQuantizedType)
+from . import PassResult
+
+__all__ = ["LowerQuantOps", "LowerQuantOptions", "NormalizeQuantTypes", "StripFuncQuantTypes",
+           "lower_quant_ops", "normalize_quant_types", "strip_func_quant_types"]
+
+ROUNDING = ("truncate", "nearest-even")
+
+
+# -- shared type helpers ------------------------------------------------------------------------
+
+def _element(t: Type) -> Type:
+    return t.element_type if isinstance(t, TensorType) else t
+
+
+def _with_element(t: Type, element: Type) -> Type:
+    return t.clone(element_type=element) if isinstance(t, TensorType) else element
+
+
+def _storage_int(q: QuantizedType) -> Type:
+    """The signless integer (or the float) that holds ``q``'s stored values."""
+    st = q.storage_type
+    return IntegerType(st.width) if isinstance(st, IntegerType) else st
+
+
+def _retype_all(fn: Function, convert) -> bool:
+    """Apply ``convert`` to the signature, block arguments and op results of ``fn``."""
+    changed = False
+    new_type = FunctionType(tuple(convert(t) for t in fn.type.inputs), tuple(convert(t) for t in fn.type.results))
+    if new_type != fn.type:
+        fn.type, changed = new_type, True
+    if fn.body is not None:
+        values = list(fn.body.arguments) + [r for op in fn.body.ops for r in op.results]
+        for v in values:
+            t = convert(v.type)
+            if t != v.type:
+                v.type, changed = t, True
+    return changed
+
+
+# -- upstream's dialect conversion, as far as these passes see it -------------------------------
+
+_CASTS = (quant.QCAST, quant.DCAST, quant.SCAST)
+
+
+def _convert(block: Block, stats: dict[str, int], illegal, lower=None) -> None:
+    """Visit ops first to last; fold each quant cast the pass treats as ``illegal(op)`` if it
+    folds (``dcast(qcast(x)) -> x``...), else ``lower(op)`` it (new ops before it, its
+    replacement returned, or None to keep it), and make every replacement at the end. This is
+    what upstream's dialect conversion does to these ops: only illegal ops are touched, a fold
+    sees the original producers, and an op left without users stays, dead (the conversion erases
+    nothing it did not replace)."""
+    replaced: list[tuple[Operation, Value]] = []
+    for op in list(block.ops):
+        if op.opdef not in _CASTS or not illegal(op):
+            continue
+        folded = op.opdef.fold(op)
+        if folded is not None:
+            replaced.append((op, folded[0]))
+            _count(stats, "fold:" + op.name)
+            continue
+        new = lower(op) if lower is not None else None
+        if new is not None:
+            replaced.append((op, new))
+            _count(stats, "lower:" + op.name)
+    final = {id(op.results[0]): v for op, v in replaced}
+
+    def resolve(v: Value) -> Value:
+        while id(v) in final:
+            v = final[id(v)]
+        return v
+    for op, v in replaced:
+        op.results[0].replace_all_uses_with(resolve(v))
+    for op, _ in reversed(replaced):
+        block.detach(op)
+    if replaced:
+        block.ops[:] = [op for op in block.ops if op.block is block]
+
+
+# -- normalize-quant-types ----------------------------------------------------------------------
+
+def normalized_type(t: Type) -> Type:
+    """A tensor of a sub-channel type as per-tensor or per-axis when its scales allow it."""
+    q = _element(t)
+    if not isinstance(t, TensorType) or not isinstance(q, UniformQuantizedSubChannelType):
+        return t
+    common = dict(storage_type=q.storage_type, expressed_type=q.expressed_type, is_signed=q.is_signed,
+                  storage_min=q.storage_min, storage_max=q.storage_max)
+    if len(q.scales) == 1:
+        return t.clone(element_type=UniformQuantizedType(scale=q.scales[0], zero_point=q.zero_points[0], **common))
+    wide = [i for i, n in enumerate(q.shape) if n != 1]
+    if len(wide) == 1:
+        return t.clone(element_type=UniformQuantizedPerAxisType(
+            scales=q.scales, zero_points=q.zero_points, quantized_dimension=wide[0], **common))
+    return t
+
+
+def _has_sub_channel(op: Operation) -> bool:
+    return any(normalized_type(v.type) != v.type for v in (*op.operands, *op.results))
+
+
+class NormalizeQuantTypes:
+    name = "normalize-quant-types"
+    options = None
+
+    def run(self, module: Module) -> PassResult:
+        stats: dict[str, int] = {}
+        for fn in module.functions:   # casts touching a sub-channel type are illegal: they fold
+            if fn.body is not None:
+                _convert(fn.body, stats, _has_sub_channel)
+        retyped = sum(_retype_all(fn, normalized_type) for fn in module.functions)
+        if retyped:
+            stats["retyped:functions"] = retyped
+        return PassResult(bool(stats), stats)
+
+
+def normalize_quant_types(module: Module) -> bool:
+    return NormalizeQuantTypes().run(module).modified
+
+
+# -- strip-func-quant-types ---------------------------------------------------------------------
+
+def stripped_type(t: Type) -> Type:
+    q = _element(t)
+    return _with_element(t, _storage_int(q)) if isinstance(q, QuantizedType) else t
+
+
+def _is_quant(t: Type) -> bool:
+    return isinstance(_element(t), QuantizedType)
+
+
+class StripFuncQuantTypes:
+    name = "strip-func-quant-types"
+    options = None
+
+    def run(self, module: Module) -> PassResult:
+        stats: dict[str, int] = {}
+        for fn in module.functions:
+            if fn.body is not None:   # every quant cast is illegal here: all of them fold
+                _convert(fn.body, stats, lambda op: True)
+            if not any(_is_quant(t) for t in (*fn.type.inputs, *fn.type.results)):
+                continue
+            _count(stats, "functions")
+            if fn.body is not None:
+                self._body(fn, stats)
+            fn.type = FunctionType(tuple(stripped_type(t) for t in fn.type.inputs),
+                                   tuple(stripped_type(t) for t in fn.type.results))
+        return PassResult(bool(stats), stats)
+
+    @staticmethod
+    def _body(fn: Function, stats: dict[str, int]) -> None:
+        body = fn.body
+        ret = fn.return_op()
+        ret = ret if ret is not None and ret.opdef is func.RETURN else None
+        for arg in body.arguments:
+            if not _is_quant(arg.type):
+                continue
+            quant_type = arg.type
+            arg.type = stripped_type(quant_type)
+            users = [(op, i) for op, i in list(arg.uses) if op is not ret]
+            if not users:
+                continue
+            cast = Operation(quant.SCAST, [arg], [quant_type])
+            cast.block = body
+            body.ops.insert(0, cast)
+            for op, i in users:
+                op.set_operand(i, cast.results[0])
+            _count(stats, "scast:argument")
+        if ret is None:
+            return
+        casts: dict[int, Value] = {}
+        for i, v in enumerate(list(ret.operands)):
+            if not _is_quant(v.type):
+                continue
+            if id(v) not in casts:   # the cast goes right after the value's producer, as upstream's
+                cast = Operation(quant.SCAST, [v], [stripped_type(v.type)])
+                cast.block = body
+                body.ops.insert(body.ops.index(v.op) + 1, cast)
+                casts[id(v)] = cast.results[0]
+                _count(stats, "scast:result")
+            ret.set_operand(i, casts[id(v)])
+
+
+def strip_func_quant_types(module: Module) -> bool:
+    return StripFuncQuantTypes().run(module).modified
+
+
+# -- lower-quant-ops ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LowerQuantOptions:
+    round: str = "truncate"   # or "nearest-even": math.roundeven before the float -> int cast
+
+    def __post_init__(self):
+        if self.round not in ROUNDING:
+            raise ValueError(f"lower-quant-ops: round must be one of {', '.join(ROUNDING)}, got {self.round!r}")
+
+
+class _Emitter:
+    """Builds ops in front of ``anchor``, in the order mlir-opt creates them."""
+
+    def __init__(self, block: Block, anchor: Operation):
+        self.block, self.anchor = block, anchor
+        self.dims: list[Value] = []
+
+    def op(self, opdef, operands, result_type: Type) -> Value:
+        return self.block.insert_before(self.anchor, Operation(opdef, operands, [result_type],
+                                                               loc=self.anchor.loc)).results[0]
+
+    def constant(self, attr, t: Type) -> Value:
+        return self.block.insert_before(self.anchor, Operation(arith.CONSTANT, [], [t], {"value": attr},
+                                                               loc=self.anchor.loc)).results[0]
+
+    def int_constant(self, value: int, t: IntegerType) -> Value:
+        bits = t.width
+        wrapped = (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)) if bits > 1 else value & 1
+        return self.constant(IntegerAttr(wrapped, t), t)
+
+    def take_dims(self, shaped: Value) -> None:
+        """``arith.constant i : index`` and ``tensor.dim`` for each dynamic dimension."""
+        t = shaped.type
+        if not isinstance(t, TensorType):
+            return
+        for i, d in enumerate(t.shape):
+            if d is None:
+                index = self.constant(IntegerAttr(i, IndexType()), IndexType())
+                self.dims.append(self.op(tensor.DIM, [shaped, index], IndexType()))
+
+    def broadcast(self, scalar: Value, like: Type) -> Value:
+        """``scalar`` as-is for a scalar, else ``tensor.splat`` to ``like``'s shape."""
+        if not isinstance(like, TensorType):
+            return scalar
+        return self.op(tensor.SPLAT, [scalar, *self.dims], like.clone(element_type=scalar.type))
+
+
+def _check_lowerable(op: Operation, q: Type, shaped: Type) -> UniformQuantizedType:
+    where = f"'{op.name}'"
+    if isinstance(q, (UniformQuantizedPerAxisType, UniformQuantizedSubChannelType)):
+        raise UnsupportedOpError(
+            f"{where}: --lower-quant-ops lowers per-tensor types only; {q} needs upstream's linalg.generic, "
+            f"which quantir cannot represent (its ops have no regions)", op.loc)
+    if not isinstance(q, UniformQuantizedType):
+        raise UnsupportedOpError(f"{where}: --lower-quant-ops needs a !quant.uniform type, got {q}", op.loc)
+    if not isinstance(q.storage_type, IntegerType):
+        raise UnsupportedOpError(f"{where}: --lower-quant-ops needs integer storage, got {q.storage_type}", op.loc)
+    if isinstance(shaped, TensorType) and not shaped.is_ranked:
+        raise UnsupportedOpError(
+            f"{where}: --lower-quant-ops does not lower unranked tensors (upstream flattens them with "
+            f"'shape' ops); give the tensor a rank", op.loc)
+    return q
+
+
+def _narrowed(q: UniformQuantizedType) -> bool:
+    return q.storage_min != q.default_storage_min or q.storage_max != q.default_storage_max
+
+
+def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Value:
+    x = op.operands[0]
+    qt = _check_lowerable(op, _element(op.results[0].type), x.type)
+    e = _Emitter(block, op)
+    int_t = _storage_int(qt)
+    float_t = qt.expressed_type
+    signed = qt.is_signed
+    scale = e.constant(FloatAttr(qt.scale, float_t), float_t)
+    zp = e.int_constant(qt.zero_point, int_t)
+    e.take_dims(x)
+    y = e.op(arith_ops.DIVF, [x, e.broadcast(scale, x.type)], x.type)
+    if qt.zero_point != 0:
+        zp_t = e.broadcast(zp, _with_element(x.type, int_t))
+        zp_f = e.op(arith_ops.SITOFP if signed else arith_ops.UITOFP, [zp_t], x.type)
+        y = e.op(arith_ops.ADDF, [y, zp_f], x.type)
+    if options.round == "nearest-even":
+        y = e.op(ROUNDEVEN, [y], x.type)
+    stored_t = _with_element(x.type, int_t)
+    stored = e.op(arith_ops.FPTOSI if signed else arith_ops.FPTOUI, [y], stored_t)
+    if _narrowed(qt):
+        lo = e.int_constant(qt.storage_min, int_t)
+        hi = e.int_constant(qt.storage_max, int_t)
+        lo, hi = e.broadcast(lo, stored_t), e.broadcast(hi, stored_t)
+        stored = e.op(arith_ops.MAXSI if signed else arith_ops.MAXUI, [stored, lo], stored_t)
+        stored = e.op(arith_ops.MINSI if signed else arith_ops.MINUI, [stored, hi], stored_t)
+    return e.op(quant.SCAST, [stored], op.results[0].type)
+
+
+def _lower_dcast(op: Operation, block: Block) -> Value:
+    x = op.operands[0]
+    qt = _check_lowerable(op, _element(x.type), x.type)
+    e = _Emitter(block, op)
+    int_t = _storage_int(qt)
+    float_t = qt.expressed_type
+    signed = qt.is_signed
+    out_t = op.results[0].type
+    stored = e.op(quant.SCAST, [x], _with_element(x.type, int_t))
+    scale = e.constant(FloatAttr(qt.scale, float_t), float_t)
+    zp = e.int_constant(qt.zero_point, int_t)
+    e.take_dims(stored)
+    scale = e.broadcast(scale, out_t)
+    to_float = arith_ops.SITOFP if signed else arith_ops.UITOFP
+    y = e.op(to_float, [stored], out_t)
+    if qt.zero_point != 0:
+        zp_f = e.op(to_float, [e.broadcast(zp, stored.type)], out_t)
+        y = e.op(arith_ops.SUBF, [y, zp_f], out_t)
+    return e.op(arith_ops.MULF, [y, scale], out_t)
+
+
+class LowerQuantOps:
+    name = "lower-quant-ops"
+
+    def __init__(self, options: LowerQuantOptions | None = None):
+        self.options = options or LowerQuantOptions()
+
+    def run(self, module: Module) -> PassResult:
+        stats: dict[str, int] = {}
+        for fn in module.functions:
+            if fn.body is None:
+                continue
+            self._function(fn.body, stats)
+        return PassResult(bool(stats), stats)
+
+    def _function(self, block: Block, stats: dict[str, int]) -> None:
+        def lower(op: Operation) -> Value | None:
+            if op.opdef is quant.QCAST:
+                return _lower_qcast(op, block, self.options)
+            if op.opdef is quant.DCAST:
+                return _lower_dcast(op, block)
+            return None
+        _convert(block, stats, lambda op: op.opdef is not quant.SCAST, lower)
+
+
+def lower_quant_ops(module: Module, options: LowerQuantOptions | None = None) -> bool:
+    return LowerQuantOps(options).run(module).modified
+
+
+def _count(stats: dict[str, int], key: str) -> None:
+    stats[key] = stats.get(key, 0) + 1
