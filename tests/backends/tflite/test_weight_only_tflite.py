@@ -37,7 +37,7 @@ RTOL = ATOL = 2e-5
 
 
 def _model(path: Path, seed: int = 0) -> Path:
-    """ids [N, 5] -> Gather(table [100, 64]); x [N, 64] -> MatMul [64, 96] -> Gemm(transB, bias) [32, 96];
+    """ids [N, 5] -> Gather(table [100, 64]); x [N, 64] -> MatMul [64, 96] + bias -> Gemm(transB, bias) [32, 96];
     img [N, 8, 6, 6] -> Conv [16, 8, 3, 3] -> Relu -> depthwise Conv [16, 1, 3, 3]."""
     rng = np.random.default_rng(seed)
 
@@ -46,10 +46,12 @@ def _model(path: Path, seed: int = 0) -> Path:
         a.ravel()[rng.integers(0, a.size, 3)] *= 6   # a few outliers, as trained weights have
         return numpy_helper.from_array(a, name)
     inits = [w("table", 100, 64), w("w1", 64, 96), w("w2", 32, 96),
+             numpy_helper.from_array(rng.standard_normal(96).astype(np.float32), "b1"),
              numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b2"),
              w("w3", 16, 8, 3, 3), w("w4", 16, 1, 3, 3)]
     nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], name="embed"),
-             helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["b1", "h0"], ["h"], name="fc1_bias"),
              helper.make_node("Gemm", ["h", "w2", "b2"], ["g"], name="fc2", transB=1),
              helper.make_node("Conv", ["img", "w3"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"], name="relu"),
@@ -101,6 +103,7 @@ def test_weight_only_tflite_runs_in_litert_and_imports_back(model_path, tmp_path
     sg = model.subgraphs[0]
     ops = [model.operator_codes[o.opcode_index].name for o in sg.operators]
     assert ops.count("DEQUANTIZE") == 5 and ops.count("FULLY_CONNECTED") == 2 and "BATCH_MATMUL" not in ops
+    assert "ADD" not in ops   # the MatMul's bias Add and the Gemm's C are the FULLY_CONNECTEDs' biases
     assert {"GATHER", "CONV_2D", "DEPTHWISE_CONV_2D"} <= set(ops)
     storage = TensorType.INT8 if bits == 8 else TensorType.INT4
     weights = [sg.tensors[o.inputs[0]] for o in sg.operators
@@ -110,8 +113,8 @@ def test_weight_only_tflite_runs_in_litert_and_imports_back(model_path, tmp_path
     axes = {t.shape: t.quantization.quantized_dimension for t in weights}
     assert axes == {(100, 64): 0, (96, 64): 0, (32, 96): 0, (16, 3, 3, 8): 0, (1, 3, 3, 16): 3}
     assert any(any(z != 0 for z in t.quantization.zero_point) for t in weights) == (not symmetric)
-    # no float copy of a weight in the file: the float32 constants are the Gemm bias and the conv biases
-    assert all(t.type is not TensorType.FLOAT32 or len(model.buffers[t.buffer]) <= 4 * 32 for t in sg.tensors)
+    # no float copy of a weight in the file: the float32 constants are the biases
+    assert all(t.type is not TensorType.FLOAT32 or len(model.buffers[t.buffer]) <= 4 * 96 for t in sg.tensors)
 
     feeds = _feeds()
     ours = list(qr.run(result.module, feeds).values())

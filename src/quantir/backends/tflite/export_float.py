@@ -19,7 +19,9 @@ nn.softmax              SOFTMAX (last axis, beta 1)
 nn.matmul               FULLY_CONNECTED (weights [N, K]) when the right operand is a 2-D
                         constant, else BATCH_MATMUL; nn.gemm (A not transposed, B and C
                         constant): FULLY_CONNECTED with alpha and beta folded in; a constant
-                        [N] bias added after it is the FULLY_CONNECTED's bias
+                        [N] bias added after it is the FULLY_CONNECTED's bias; a weight-only
+                        B (or conv filter): DEQUANTIZE of its int8/int4 integers in the
+                        reader's layout (:mod:`.export_weight_only`)
 nn.expand               BROADCAST_TO to a static result; with dynamic dims, MUL by a constant
                         of ones of the attribute's shape (x·1 is x: exact, and the broadcast
                         follows the input's run-time dims)
@@ -210,6 +212,10 @@ def _gelu_patterns():
 _MATMUL = Pat.op(nn.MATMUL, Pat.any("x"), Pat.const("w"), name="matmul").one_use()
 _FC_BIAS = Pat.alt(Pat.op(nn.ADD, _MATMUL, Pat.const("b"), name="op"),
                    Pat.op(nn.ADD, Pat.const("b"), _MATMUL, name="op"))
+# the same with a weight-only B (quant.dcast of int8/int4 integers): FULLY_CONNECTED of its DEQUANTIZE + the bias
+_MATMUL_ANY = Pat.op(nn.MATMUL, Pat.any("x"), Pat.any("w"), name="matmul").one_use()
+_FC_BIAS_DEQUANTIZED = Pat.alt(Pat.op(nn.ADD, _MATMUL_ANY, Pat.const("b"), name="op"),
+                               Pat.op(nn.ADD, Pat.const("b"), _MATMUL_ANY, name="op"))
 _CONV_ACT = Pat.op((nn.UNARY["relu"], nn.CLIP), Pat.op(nn.CONV, name="conv", any_operands=True).one_use(),
                    name="op")
 _RSQRT = Pat.op(nn.UNARY["reciprocal"], Pat.op(nn.UNARY["sqrt"], Pat.any("x"), name="sqrt").one_use(), name="op")
@@ -223,6 +229,16 @@ def _fc_bias(m: Match) -> Rule | None:
         return None   # a bias that broadcasts along another axis is no FULLY_CONNECTED bias
     weights, bias = np.asarray(w).T, np.asarray(b, np.float32).reshape(n)
     return lambda ex, op: _fc(ex, op, x, weights, bias)
+
+
+def _fc_bias_dequantized(m: Match) -> Rule | None:
+    x, w, b = m["x"], m["w"], m.consts["b"]
+    n = w.type.shape[-1] if isinstance(w.type, TensorType) and w.type.shape else None
+    if weight_chain(w) is None or len(w.type.shape) != 2 or x.type.shape is None or len(x.type.shape) < 2 or \
+            np.size(b) != n or any(d != 1 for d in np.shape(b)[:-1]):
+        return None
+    bias = np.asarray(b, np.float32).reshape(n)
+    return lambda ex, op: _fc(ex, op, x, dequantized(ex, w, (1, 0)), bias)
 
 
 def _conv_act(m: Match) -> Rule | None:
@@ -249,7 +265,8 @@ def fusions(fn: Function) -> tuple[set[Operation], dict[Operation, Rule]]:
     if not ends:
         return absorbed, fused
     patterns = [(p.pattern, p.check, _gelu_builder(tanh)) for p, tanh in _gelu_patterns()]
-    patterns += [(_FC_BIAS, None, _fc_bias), (_RSQRT, None, _rsqrt), (_CONV_ACT, None, _conv_act)]
+    patterns += [(_FC_BIAS, None, _fc_bias), (_FC_BIAS_DEQUANTIZED, None, _fc_bias_dequantized),
+                 (_RSQRT, None, _rsqrt), (_CONV_ACT, None, _conv_act)]
     for op in ends:
         for pattern, check, build in patterns:
             m = match(pattern, op.results[0])

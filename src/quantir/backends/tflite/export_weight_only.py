@@ -14,9 +14,12 @@ constant is evaluated in Prepare and kept), so the file is small and the run is 
 
 INT4 storage: the row-major elements two per byte, the first in the low nibble, an odd count padded
 with a zero nibble (LiteRT unpacks the whole tensor so: a nibble order swapped gives other weights,
-measured). Block-wise weights (``block_size`` set) are refused with ``UnsupportedOpError``: the
-schema's ``BlockwiseQuantization`` is not written by quantir's flatbuffer writer, and DEQUANTIZE
-takes per-tensor or per-axis parameters.
+measured). Block-wise weights (``block_size`` set) are refused with ``UnsupportedOpError``. The
+schema's ``BlockwiseQuantization`` details (block scales in a separate FLOAT16 tensor) exist, but,
+measured with a writer patched for the probe on an INT4 [8, 64] weight in blocks of 32: the
+reference kernels ignore them and return zeros, for DEQUANTIZE and for a FULLY_CONNECTED reading
+the weight directly; only XNNPACK's FULLY_CONNECTED computes it (int8 activations at run time,
+0.7% off the float product). No oracle runs it, so quantir does not write it.
 
 Layout: a weight is written in the layout its reader takes (MatMul B [K, N] transposed to
 FULLY_CONNECTED's [N, K], a conv filter OIHW to OHWI or 1HWC), the integers transposed at export
