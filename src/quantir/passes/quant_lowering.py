@@ -21,9 +21,11 @@ order, so that the printed text matches up to nothing):
   §5); ``round="nearest-even"`` puts a ``math.roundeven`` before it instead (quantir's option,
   not upstream's). Unsigned storage uses ``uitofp``/``fptoui``/``maxui``/``minui``; the clamp is
   emitted only when the type narrows its storage range. Tensors get their scalar constants
-  through ``tensor.splat``, with a ``tensor.dim`` per dynamic dimension. Per-axis and
-  sub-channel types (upstream's ``linalg.generic``) and unranked tensors (``shape`` ops) are
-  refused with an :class:`~quantir.errors.UnsupportedOpError`: quantir's ops carry no regions.
+  through ``tensor.splat``, with a ``tensor.dim`` per dynamic dimension. An unranked tensor is
+  flattened to 1-d first (``shape.shape_of``, ``shape.num_elements``, ``tensor.from_elements``,
+  ``tensor.reshape``) and reshaped back to its extents after. Per-axis and sub-channel types
+  (upstream's ``linalg.generic``) are refused with an :class:`~quantir.errors.UnsupportedOpError`:
+  quantir's ops carry no regions.
   As upstream's dialect conversion, a cast that folds (``dcast(qcast(x)) -> x``) is folded
   instead of lowered.
 """
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from ..errors import UnsupportedOpError
 from ..ir.attributes import FloatAttr, IntegerAttr
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, tensor
+from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
 from ..ir.dialects.arith_ops import ROUNDEVEN
 from ..types import (FunctionType, IndexType, IntegerType, QuantizedType, TensorType, Type,
                      UniformQuantizedPerAxisType, UniformQuantizedSubChannelType, UniformQuantizedType)
@@ -265,6 +267,23 @@ class _Emitter:
                 index = self.constant(IntegerAttr(i, IndexType()), IndexType())
                 self.dims.append(self.op(tensor.DIM, [shaped, index], IndexType()))
 
+    def flatten(self, x: Value) -> tuple[Value, Value | None]:
+        """An unranked ``x`` as 1-d (``shape_of``, ``num_elements``, ``from_elements``,
+        ``reshape``) and its extents to restore it; anything else as it is, and None."""
+        t = x.type
+        if not isinstance(t, TensorType) or t.is_ranked:
+            return x, None
+        extents_t = TensorType((None,), IndexType())
+        extents = self.op(shape.SHAPE_OF, [x], extents_t)
+        count = self.op(shape.NUM_ELEMENTS, [extents], IndexType())
+        flat_shape = self.op(tensor.FROM_ELEMENTS, [count], TensorType((1,), IndexType()))
+        return self.op(tensor.RESHAPE, [x, flat_shape], TensorType((None,), t.element_type)), extents
+
+    def unflatten(self, x: Value, extents: Value | None) -> Value:
+        if extents is None:
+            return x
+        return self.op(tensor.RESHAPE, [x, extents], TensorType(None, x.type.element_type))
+
     def broadcast(self, scalar: Value, like: Type) -> Value:
         """``scalar`` as-is for a scalar, else ``tensor.splat`` to ``like``'s shape."""
         if not isinstance(like, TensorType):
@@ -282,10 +301,6 @@ def _check_lowerable(op: Operation, q: Type, shaped: Type) -> UniformQuantizedTy
         raise UnsupportedOpError(f"{where}: --lower-quant-ops needs a !quant.uniform type, got {q}", op.loc)
     if not isinstance(q.storage_type, IntegerType):
         raise UnsupportedOpError(f"{where}: --lower-quant-ops needs integer storage, got {q.storage_type}", op.loc)
-    if isinstance(shaped, TensorType) and not shaped.is_ranked:
-        raise UnsupportedOpError(
-            f"{where}: --lower-quant-ops does not lower unranked tensors (upstream flattens them with "
-            f"'shape' ops); give the tensor a rank", op.loc)
     return q
 
 
@@ -294,9 +309,9 @@ def _narrowed(q: UniformQuantizedType) -> bool:
 
 
 def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Value:
-    x = op.operands[0]
-    qt = _check_lowerable(op, _element(op.results[0].type), x.type)
+    qt = _check_lowerable(op, _element(op.results[0].type), op.operands[0].type)
     e = _Emitter(block, op)
+    x, extents = e.flatten(op.operands[0])
     int_t = _storage_int(qt)
     float_t = qt.expressed_type
     signed = qt.is_signed
@@ -318,7 +333,7 @@ def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Val
         lo, hi = e.broadcast(lo, stored_t), e.broadcast(hi, stored_t)
         stored = e.op(arith_ops.MAXSI if signed else arith_ops.MAXUI, [stored, lo], stored_t)
         stored = e.op(arith_ops.MINSI if signed else arith_ops.MINUI, [stored, hi], stored_t)
-    return e.op(quant.SCAST, [stored], op.results[0].type)
+    return e.op(quant.SCAST, [e.unflatten(stored, extents)], op.results[0].type)
 
 
 def _lower_dcast(op: Operation, block: Block) -> Value:
@@ -328,8 +343,8 @@ def _lower_dcast(op: Operation, block: Block) -> Value:
     int_t = _storage_int(qt)
     float_t = qt.expressed_type
     signed = qt.is_signed
-    out_t = op.results[0].type
-    stored = e.op(quant.SCAST, [x], _with_element(x.type, int_t))
+    stored, extents = e.flatten(e.op(quant.SCAST, [x], _with_element(x.type, int_t)))
+    out_t = _with_element(stored.type, float_t)
     scale = e.constant(FloatAttr(qt.scale, float_t), float_t)
     zp = e.int_constant(qt.zero_point, int_t)
     e.take_dims(stored)
@@ -339,7 +354,7 @@ def _lower_dcast(op: Operation, block: Block) -> Value:
     if qt.zero_point != 0:
         zp_f = e.op(to_float, [e.broadcast(zp, stored.type)], out_t)
         y = e.op(arith_ops.SUBF, [y, zp_f], out_t)
-    return e.op(arith_ops.MULF, [y, scale], out_t)
+    return e.unflatten(e.op(arith_ops.MULF, [y, scale], out_t), extents)
 
 
 class LowerQuantOps:

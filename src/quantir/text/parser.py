@@ -36,7 +36,7 @@ from ..ir import opdef as _opdef
 from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DictAttr,
                              StringAttr, SymbolRefAttr, TypeAttr, UnitAttr)
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, tensor
+from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
 from ..types import FunctionType, IndexType, IntegerType, NoneType, TensorType, Type
 from ..types.lexer import MAX_INT_DIGITS, Source, Tok, Token
 from ..types.parser import add_followup
@@ -46,7 +46,7 @@ from .resources import ResourceSectionParser
 __all__ = ["parse_module", "parse_source"]
 
 _QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
-_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant", "tensor"}  # dialects with custom syntax here
+_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant", "tensor", "shape"}  # dialects with custom syntax here
 # Files are decoded with surrogateescape (text.files): U+DC80..U+DCFF stand for bytes that are not
 # UTF-8 and are kept; any other surrogate cannot be encoded back and is refused up front.
 _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
@@ -501,7 +501,7 @@ class _ModuleParser(ResourceSectionParser):
         if name == "arith.constant":
             return self._constant(loc)
         opdef = _opdef.lookup(name)
-        if opdef is not None and (opdef in arith_ops.SYNTAX or opdef in tensor.ASM_NAMES):
+        if opdef is not None and (opdef in arith_ops.SYNTAX or opdef in tensor.ASM_NAMES or opdef in shape.SYNTAX):
             return self._lowering_op(opdef, scope, loc)
         if dialect in _KNOWN_DIALECTS:
             raise self.error_at(t.pos, f"custom op '{name}' is unknown")
@@ -536,7 +536,10 @@ class _ModuleParser(ResourceSectionParser):
         return Operation(opdef, [operand], [out_type], attrs, loc)
 
     def _lowering_op(self, opdef, scope: _Scope, loc: Location) -> Operation:
-        """The custom forms of :mod:`quantir.ir.dialects.arith_ops` and ``tensor`` (see the printer)."""
+        """The custom forms of :mod:`quantir.ir.dialects.arith_ops`, ``tensor`` and ``shape``
+        (see the printer)."""
+        if opdef in shape.SYNTAX or opdef in (tensor.FROM_ELEMENTS, tensor.RESHAPE):
+            return self._shape_op(opdef, scope, loc)
         kind = arith_ops.SYNTAX.get(opdef)
         attrs = self.parse_optional_attr_dict() if opdef is tensor.DIM else {}
         first = self._ssa_use()
@@ -574,6 +577,37 @@ class _ModuleParser(ResourceSectionParser):
             result = t
         else:  # tensor.dim
             operands, result = [self._resolve(scope, first, t), self._resolve(scope, second, index)], index
+        return Operation(opdef, operands, [result], attrs, loc)
+
+    def _shape_op(self, opdef, scope: _Scope, loc: Location) -> Operation:
+        """``shape.X %a : T -> R``, ``tensor.from_elements %a, ... : T`` and
+        ``tensor.reshape %a(%s) : (T, S) -> R``."""
+        uses = [self._ssa_use()]
+        if opdef is tensor.RESHAPE:
+            self.parse_token(Tok.LPAREN, "expected '('")
+            uses.append(self._ssa_use())
+            self.parse_token(Tok.RPAREN, "expected ')'")
+        while opdef is tensor.FROM_ELEMENTS and self.consume_if(Tok.COMMA):
+            uses.append(self._ssa_use())
+        attrs = self.parse_optional_attr_dict()
+        self.parse_token(Tok.COLON, "expected ':'")
+        if opdef is tensor.RESHAPE:
+            self.parse_token(Tok.LPAREN, "expected '('")
+            types = [self.parse_type()]
+            self.parse_token(Tok.COMMA, "expected ','")
+            types.append(self.parse_type())
+            self.parse_token(Tok.RPAREN, "expected ')'")
+        else:
+            types = [self.parse_type()]
+        if opdef is tensor.FROM_ELEMENTS:
+            result = types[0]
+            if not isinstance(result, TensorType):
+                raise self.error_at(self.tok.pos, f"custom op '{opdef.name}' expected a tensor type")
+            types = [result.element_type] * len(uses)
+        else:
+            self.parse_token(Tok.ARROW, "expected '->'")
+            result = self.parse_type()
+        operands = [self._resolve(scope, u, t) for u, t in zip(uses, types)]
         return Operation(opdef, operands, [result], attrs, loc)
 
     def _return(self, scope: _Scope, loc: Location) -> Operation:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ir.attributes import ArrayAttr, Attribute, BoolAttr, DictAttr, IntegerAttr, StringAttr, TypeAttr
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, tensor
+from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
 from ..types import FunctionType, IndexType, IntegerType
 from .attr_printer import AttrPrinter, escape_string, keyword_or_string
 from .numbers import canonical_int
@@ -239,7 +239,7 @@ class _Printer:
                 text += (" " + ", ".join(names.use(v) for v in op.operands) + " : "
                          + ", ".join(str(v.type) for v in op.operands))
             return text
-        if d.custom_syntax and (d in arith_ops.SYNTAX or d.dialect == "tensor"):
+        if d.custom_syntax and (d in arith_ops.SYNTAX or d.dialect in ("tensor", "shape")):
             return _lowering_op(op, names, a)
         if d is arith.CONSTANT and not op.operands and len(op.results) == 1 and "value" in op.attributes:
             value = op.attributes["value"]
@@ -313,6 +313,13 @@ def _lowering_op(op: Operation, names: Namer, a: AttrPrinter) -> str | None:
         sizes = op.operands[1:]
         dyn = "[" + ", ".join(use(v) for v in sizes) + "]" if sizes else ""
         return f"{d.name} {use(op.operands[0])}{dyn}{attrs} : {op.results[0].type}"
+    if d in shape.SYNTAX and len(op.operands) == 1:
+        return f"{d.name} {use(op.operands[0])}{attrs} : {op.operands[0].type} -> {op.results[0].type}"
+    if d is tensor.FROM_ELEMENTS:
+        return f"{d.name} {', '.join(use(v) for v in op.operands)}{attrs} : {op.results[0].type}"
+    if d is tensor.RESHAPE and len(op.operands) == 2:
+        src, shp = op.operands
+        return (f"{d.name} {use(src)}({use(shp)}){attrs} : ({src.type}, {shp.type}) -> {op.results[0].type}")
     if d is tensor.DIM and len(op.operands) == 2:
         return f"{d.name}{attrs} {use(op.operands[0])}, {use(op.operands[1])} : {op.operands[0].type}"
     return None

@@ -141,3 +141,26 @@ func.func @scast_pair_kept(%arg0: tensor<2xi8>) -> tensor<2xi8> {
   %1 = quant.scast %0 : tensor<2x!quant.uniform<i8:f32, 1.0>> to tensor<2xi8>
   return %1 : tensor<2xi8>
 }
+
+// -----
+
+func.func @qcast_unranked_bounds(%arg0: tensor<*xf32>) -> tensor<*x!quant.uniform<i8<-100:100>:f32, 2.0:10>> {
+  %0 = quant.qcast %arg0 : tensor<*xf32> to tensor<*x!quant.uniform<i8<-100:100>:f32, 2.0:10>>
+  return %0 : tensor<*x!quant.uniform<i8<-100:100>:f32, 2.0:10>>
+}
+
+// -----
+
+func.func @dcast_unranked_unsigned(%arg0: tensor<*x!quant.uniform<u8:f32, 2.0>>) -> tensor<*xf32> {
+  %0 = quant.dcast %arg0 : tensor<*x!quant.uniform<u8:f32, 2.0>> to tensor<*xf32>
+  return %0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @unranked_both_ways(%arg0: tensor<*xf16>) -> tensor<*xf16> {
+  %0 = quant.qcast %arg0 : tensor<*xf16> to tensor<*x!quant.uniform<u16:f16, 0.125:32768>>
+  %1 = "test.use"(%0) : (tensor<*x!quant.uniform<u16:f16, 0.125:32768>>) -> tensor<*x!quant.uniform<u16:f16, 0.125:32768>>
+  %2 = quant.dcast %1 : tensor<*x!quant.uniform<u16:f16, 0.125:32768>> to tensor<*xf16>
+  return %2 : tensor<*xf16>
+}
