@@ -316,8 +316,10 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
                                "data: pass calibration=None, or use mode='static'")
         return quantize_hybrid(model) if config.target == "litert" else quantize_dynamic(model)
     module = load(model)
-    if calibration is None and stats_ir.holds_stats(module):   # statistics written by --emit-stats
-        return _quantize_from_stats(clone_module(module), config)
+    if stats_ir.holds_stats(module):   # statistics written by --emit-stats: used, or replaced by the data's
+        if calibration is None:
+            return _quantize_from_stats(clone_module(module), config)
+        module = Module([stats_ir.read(clone_module(module))[0]])
     fn = module.main
     # the caller's Module is theirs: rewrite a copy
     if module is model and (would_expand(fn, config) or (config.outliers and _outliers.has_sites(fn))):
@@ -362,6 +364,8 @@ def calibration_stats(model: Any, calibration: Any, config: Config | None = None
     a default budget holds out are not observed here either and are not carried (see below)."""
     config = config or Config()
     module = clone_module(load(model))
+    if stats_ir.holds_stats(module):   # statistics of an earlier run: observed again
+        module = Module([stats_ir.read(module)[0]])
     fn = module.main
     ensure_names(fn)
     if expand(fn, config).modified:
@@ -371,7 +375,7 @@ def calibration_stats(model: Any, calibration: Any, config: Config | None = None
     annotation = annotate(fn, config)
     searching = parse_budget(config.budget) is not None and config.activations == "int8" and not config.int16
     statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)
-    return stats_ir.to_module(fn, statistics)
+    return stats_ir.to_module(fn, statistics, annotation, config)
 
 
 def merge_stats(a: Any, b: Any) -> Module:

@@ -169,3 +169,21 @@ def test_statistics_the_config_cannot_use_are_refused():
         qr.quantize(module, None, qr.Config(method="minmax", progress=False))
     with pytest.raises(QuantirError, match="weight_rounding='hessian' needs the samples"):
         qr.quantize(module, None, qr.Config(method="minmax", progress=False, weight_rounding="hessian"))
+
+
+def test_same_scale_classes_are_coupled_and_data_replaces_the_stats(calib):
+    config = qr.Config(method="minmax", progress=False, budget=None)
+    stats = _round_trip(qr.calibration_stats(MODEL, {"input": calib[:64]}, config))
+    direct = qr.quantize(MODEL, {"input": calib[64:]}, config)
+    # the solver's classes: members of one class end with the same (scale, zero point)
+    keys: dict[str, list[str]] = {}
+    for op in stats.main.ops:
+        if op.name == "quant.coupled_ref":
+            keys.setdefault(op.attr("coupledKey"), []).append(op.operands[0].op.attributes["quantir.name"].value)
+    assert keys and all(len(names) > 1 for names in keys.values())
+    by_name = {v.name_hint: p for v, p in direct.params.items()}
+    for names in keys.values():
+        assert len({(by_name[n].scale, by_name[n].zero_point) for n in names}) == 1, names
+    # statistics in the module and data given: the data's statistics, as for the float model
+    again = qr.quantize(stats, {"input": calib[64:]}, config)
+    assert print_module(again.module) == print_module(direct.module)

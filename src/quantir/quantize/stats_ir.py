@@ -23,7 +23,9 @@ What a ``quant.stats`` op holds (docs/mlir-quant-spec.md §8.1 documents the ext
   ``quantir.sample_sum`` (f64, the sum of the samples per position) and ``quantir.sample_count``.
 
 Every other op with a label (an ONNX node name) carries it as ``quantir.label`` so ``--exclude``
-still finds it; ``read`` removes both kinds of annotation.
+still finds it. Given the annotation, each member of one of the solver's same-scale classes gets a
+``quant.coupled_ref`` after its stats op (key: the class's first tensor's name); ``read`` removes
+all of these, and the solver derives the classes from the ops again.
 
 Merging is exact where it can be: min of mins, max of maxes, sums and counts added, and histograms
 re-binned onto the coarser of the two power-of-two grids (widened further when the joined range no
@@ -57,30 +59,57 @@ __all__ = ["to_module", "read", "merge", "holds_stats"]
 
 # -- writing ------------------------------------------------------------------------------------
 
-def to_module(fn: Function, statistics: Statistics) -> Module:
-    """A copy of ``fn`` with a ``quant.stats`` op after every observed value (see the module doc)."""
+def to_module(fn: Function, statistics: Statistics, annotation: Annotation | None = None,
+              config: Config | None = None) -> Module:
+    """A copy of ``fn`` with a ``quant.stats`` op after every observed value (see the module doc),
+    and, given the annotation, a ``quant.coupled_ref`` after each member of a same-scale class."""
     observed = {id(v): v for v in statistics.observers}
+    keys = couplings(annotation, statistics, config or Config(), fn) if annotation is not None else {}
     out = function_like(fn)
     mapping: IRMapping[Value] = IRMapping()
     mapping.map_all(fn.arguments, out.arguments)
     b = OpBuilder.at_end(out)
     for old, new in zip(fn.arguments, out.arguments):
         if id(old) in observed:
-            mapping.map(old, _append_stats(out, new, old, statistics))
+            mapping.map(old, _append_stats(out, new, old, statistics, keys))
     for op in fn.ops:
         copy = b.clone(op, mapping)
         if op.label and not op.opdef.custom_syntax:
             copy.attributes["quantir.label"] = StringAttr(op.label)
         for old, new in zip(op.results, copy.results):
             if id(old) in observed:
-                mapping.map(old, _append_stats(out, new, old, statistics))
+                mapping.map(old, _append_stats(out, new, old, statistics, keys))
     return Module([out])
 
 
-def _append_stats(fn: Function, value: Value, source: Value, statistics: Statistics) -> Value:
+def _append_stats(fn: Function, value: Value, source: Value, statistics: Statistics, keys: dict[int, str]) -> Value:
     attrs = _stats_attributes(source, statistics)
     op = fn.body.append(Operation(quant.STATS, [value], [value.type], attrs))
-    return op.results[0]
+    key = keys.get(id(source))
+    if key is None:
+        return op.results[0]
+    ref = fn.body.append(Operation(quant.COUPLED_REF, [op.results[0]], [value.type], {"coupledKey": StringAttr(key)}))
+    return ref.results[0]
+
+
+def couplings(annotation: Annotation, statistics: Statistics, config: Config, fn: Function) -> dict[int, str]:
+    """id(value) -> the key of its same-scale class (the solver's: pooling, reshape, concatenation
+    inputs and outputs share parameters), for classes of two or more observed values. The key is
+    the name of the class's first value in program order."""
+    from .solver import _Solver   # the classes are the solver's own union-find
+    solver = _Solver(annotation, Statistics(statistics.observers, statistics.num_samples), config, fn)
+    order = {id(v): i for i, v in enumerate(statistics.observers)}
+    members: dict[int, list[int]] = {}
+    for k, root in solver.root.items():
+        if k in order:
+            members.setdefault(root, []).append(k)
+    names = {id(v): v.name_hint or "<unnamed>" for v in statistics.observers}
+    out: dict[int, str] = {}
+    for ks in members.values():
+        if len(ks) > 1:
+            first = min(ks, key=order.__getitem__)
+            out.update({k: names[first] for k in ks})
+    return out
 
 
 def _stats_attributes(v: Value, statistics: Statistics) -> dict:
@@ -155,6 +184,10 @@ def read(module: Module) -> tuple[Function, Statistics]:
     for op in list(fn.ops):
         if "quantir.label" in op.attributes:
             op.label = op.attributes.pop("quantir.label").value
+        if op.opdef is quant.COUPLED_REF:   # the solver derives the same classes from the ops again
+            op.results[0].replace_all_uses_with(op.operands[0])
+            fn.body.detach(op)
+            continue
         if op.opdef is not quant.STATS:
             continue
         value = op.operands[0]
