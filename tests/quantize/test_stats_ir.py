@@ -66,11 +66,13 @@ def test_cli_emit_stats_then_quantize_without_data(calib, tmp_path):
 
 
 @pytest.mark.parametrize("method", ["minmax", "entropy"])
-def test_two_halves_merged_are_the_whole(calib, method):
+def test_two_halves_merged_are_the_whole(calib, method, tmp_path):
     config = qr.Config(method=method, progress=False, budget=None)   # no hold-out: every sample observed
     whole = qr.calibration_stats(MODEL, {"input": calib}, config)
-    merged = qr.merge_stats(qr.calibration_stats(MODEL, {"input": calib[:64]}, config),
-                         qr.calibration_stats(MODEL, {"input": calib[64:]}, config))
+    halves = [tmp_path / "a.mlir", tmp_path / "b.mlir"]   # as two machines would write them
+    for path, part in zip(halves, (calib[:64], calib[64:])):
+        path.write_text(print_module(qr.calibration_stats(MODEL, {"input": part}, config)))
+    merged = qr.merge_stats(*halves)
     _, sw = stats_ir.read(_round_trip(whole))
     _, sm = stats_ir.read(_round_trip(merged))
     assert [v.name_hint for v in sw.observers] == [v.name_hint for v in sm.observers]
