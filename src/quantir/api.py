@@ -588,3 +588,58 @@ def _save_dynamic(result, path, *, opset: int | None = None, make_parents: bool 
         model.doc_string = "quantir dynamic quantization: int8 weights per channel, activations at run time"
         write_model(model, p)
     return p
+
+
+def convert_qdq(model: Any, *, strict: bool = False, samples: Any = None):
+    """A model quantized already (ONNX QDQ: ``QuantizeLinear -> DequantizeLinear`` pairs and
+    dequantized integer weights, e.g. ONNX Runtime's ``quantize_static`` output) as an integer
+    module with the model's own scales, zero points and integers; nothing is recalibrated
+    (``quantize.from_qdq``). Where the given parameters break LiteRT's int8 spec, the least change
+    is made and listed in ``summary()`` with its error measured against the QDQ model in ONNX
+    Runtime on ``samples`` (arrays or an .npz path keyed by input name; default: 8 random inputs
+    over the input's quantized range); ``strict=True`` raises ``QdqError`` instead. Returns a
+    ``from_qdq.Converted`` (``summary()``, ``save()`` to .tflite, .mlir or .onnx)."""
+    from .frontends.onnx import load_onnx
+    from .quantize import from_qdq
+    from .runtime import run
+    if isinstance(model, Module):
+        raise QuantirError("convert_qdq reads the ONNX file (a path or ModelProto): a Module has lost its "
+                           "QuantizeLinear/DequantizeLinear pairs' origin")
+    converted = from_qdq.convert(load_onnx(model, keep_qdq=True, optimize=False), strict=strict)
+    if converted.repairs:
+        reference_fn = load_onnx(model, keep_qdq=True, optimize=False).main
+        names = [s.name for s in input_specs(converted.module.main)]
+        feeds = (list(as_dataset(samples, names).batches(input_specs(converted.module.main), 32))
+                 if samples is not None else from_qdq.random_feeds(converted.given, converted.float_function))
+
+        def reference(wanted):
+            return make_engine(reference_fn, wanted, "ort").run
+
+        def integer(wanted):
+            return lambda batch: run(converted.module.main, batch, intermediates=wanted)
+        from_qdq.measure(converted, reference, integer, feeds[:4])
+        n = sum(len(next(iter(f.values()))) for f in feeds[:4])
+        converted.measured_on = f"{n} given samples" if samples is not None else \
+            f"{n} random inputs over the input's quantized range"
+    converted._writer = _save_converted
+    return converted
+
+
+def _save_converted(result, path, *, io: str = "float", make_parents: bool = False) -> Path:
+    """``Converted.save``: ``.tflite`` (``io`` as in ``Result.save``), ``.mlir`` or ONNX QDQ ``.onnx``."""
+    from .fileio import atomic_write, prepare_output
+    p = Path(path)
+    if p.suffix not in (".tflite", ".mlir", ".onnx"):
+        raise QuantirError(f"unknown output format '{p.suffix}' for {p}: a converted QDQ model is saved as "
+                           f".tflite, .mlir or .onnx")
+    prepare_output(p, make_parents=make_parents)
+    if p.suffix == ".mlir":
+        from .text import print_module
+        atomic_write(p, print_module(result.module).encode())
+    elif p.suffix == ".onnx":
+        from .backends.onnx import save_quantized  # type: ignore[attr-defined]
+        save_quantized(result.module, p, format="qdq")
+    else:
+        from .backends.tflite.export import save_tflite
+        save_tflite(result.module, p, io=io)
+    return p

@@ -1,7 +1,10 @@
 """``quantir convert MODEL -o OUT``: re-express a model in another format (by extension).
 
 An int8 ``.tflite`` (or an integer ``.mlir``) becomes an ONNX QDQ/QOperator model, IR text or
-a ``.tflite`` again; a float model becomes float ONNX or IR text. The input file is only read.
+a ``.tflite`` again; a float model becomes float ONNX or IR text. An ONNX QDQ model (quantized
+already: ``QuantizeLinear -> DequantizeLinear`` pairs, e.g. ONNX Runtime's ``quantize_static``)
+becomes the integer model with its own parameters (``quantir.convert_qdq``), repairing what LiteRT's
+int8 spec forbids unless ``--strict``. The input file is only read.
 """
 from __future__ import annotations
 
@@ -14,11 +17,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("qdq", "qoperator"), default="qdq", help="ONNX flavour of an integer model")
     p.add_argument("--io", choices=("float", "int8"), default="float", help=".tflite interface (see quantize)")
     p.add_argument("--activations", choices=("int8", "uint8"), default="int8", help="ONNX activation storage")
+    p.add_argument("--strict", action="store_true",
+                   help="QDQ input: refuse parameters LiteRT's int8 spec forbids instead of repairing them")
+    p.add_argument("--inputs", help="QDQ input: .npz of samples to measure each repair's error on "
+                                    "(default: random inputs over the input's quantized range)")
 
 
 def _is_integer(module) -> bool:
     from ..ir.dialects import quant
     return any(op.opdef in (quant.QCAST, quant.DCAST) or op.name.startswith("qnn.") for op in module.main.ops)
+
+
+def _is_qdq(module) -> bool:
+    from ..ir.dialects import nn
+    return any(op.opdef in (nn.QUANTIZE_LINEAR, nn.DEQUANTIZE_LINEAR) for op in module.main.ops)
+
+
+def _convert_qdq(args: argparse.Namespace, out) -> int:
+    from ..api import convert_qdq
+    converted = convert_qdq(args.model, strict=args.strict, samples=args.inputs)
+    print(converted.summary())
+    if out.suffix == ".tflite":
+        converted.save(out, io=args.io)
+    else:
+        converted.save(out)
+    print(f"wrote {out}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
         raise QuantirError(f"unknown output format '{out.suffix}' for {out}: use .onnx, .mlir or .tflite")
     check_outputs({"-o": out}, {"input model": args.model})
     module = load_model(args.model)
+    if str(args.model).endswith(".onnx") and _is_qdq(module):
+        return _convert_qdq(args, out)
+    if args.strict or args.inputs:
+        raise QuantirError("--strict and --inputs apply to an ONNX QDQ model; this one has no "
+                           "QuantizeLinear/DequantizeLinear")
     if out.suffix == ".mlir":
         from ..text import print_module
         atomic_write(out, print_module(module).encode())
