@@ -65,3 +65,41 @@ def test_strict_refuses_with_one_line_naming_the_node(work):
 def test_strict_on_a_float_model_is_refused(tmp_path):
     r = quantir("convert", REPO / "models" / "fashion_mnist_cnn.onnx", "-o", tmp_path / "f.mlir", "--strict")
     assert_one_line_error(r, "--strict and --inputs apply to an ONNX QDQ model")
+
+
+EFFNET = REPO / ".cache" / "models" / "efficientnet_lite0.onnx"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EFFNET.exists(), reason=f"{EFFNET} is missing: run `make models`")
+def test_efficientnet_lite0_from_onnx_runtime_qdq_is_integer_bit_exact_and_agrees(tmp_path):
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from quantir import api
+    from quantir.runtime import run
+    photos = pytest.importorskip("quantir.datasets.photos")
+    crops = photos.calibration_crops(16, seed=0)
+    name = ort.InferenceSession(str(EFFNET), providers=["CPUExecutionProvider"]).get_inputs()[0].name
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{name: crops[i:i + 1]} for i in range(len(crops))])
+
+        def get_next(self):
+            return next(self.it, None)
+    qdq = tmp_path / "effnet_qdq.onnx"
+    quantize_static(str(EFFNET), str(qdq), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8, per_channel=True)
+    x = photos.preprocess_efficientnet_lite([p.image for p in photos.load_photos()])
+    np.savez(tmp_path / "photos.npz", **{name: x})
+    r = quantir("convert", qdq, "-o", tmp_path / "e.tflite", "--inputs", tmp_path / "photos.npz")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "left float: 0" in r.stdout and "LiteRT int8 spec check: 0 violations" in r.stdout
+    r = quantir("verify", tmp_path / "e.tflite", "--inputs", tmp_path / "photos.npz")
+    assert r.returncode == 0 and "bit-exact" in r.stdout, r.stdout + r.stderr
+    assert quantir("check", tmp_path / "e.tflite").returncode == 0
+    converted = api.convert_qdq(qdq)
+    want = ort.InferenceSession(str(qdq), providers=["CPUExecutionProvider"]).run(None, {name: x})[0]
+    got = next(iter(run(converted.module.main, {name: x}).values()))
+    assert np.array_equal(want.argmax(1), got.argmax(1))

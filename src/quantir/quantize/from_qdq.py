@@ -33,9 +33,9 @@ from ..errors import QuantirError
 from ..ir import Function, Module, Operation, Value
 from ..ir.core import OpResult
 from ..ir.dialects import arith, func, nn, qnn
-from ..numerics import bias_qparams, quantize_bias
+from ..numerics import bias_qparams
 from ..passes.fold_constants import make_constant
-from ..types import TensorType
+from ..types import FloatType, IntegerType, TensorType, UniformQuantizedPerAxisType
 from .config import Config
 from .lower import Lowerer
 from .params import ActParams, WeightParams, act_type, region_weights, weight_params
@@ -280,7 +280,7 @@ class Converted:
         lines.append(f"left float: {len(self.annotation.float_ops)}")
         lines += [f"  {op.label or op.name} ({op.name}): {why}" for op, why in self.annotation.float_ops]
         on = f"; errors measured on {self.measured_on}" if self.measured_on and self.repairs else ""
-        lines.append(f"repairs (the given parameters break LiteRT's int8 spec): {len(self.repairs)}{on}")
+        lines.append(f"repairs (least changes for LiteRT's int8 kernels): {len(self.repairs)}{on}")
         lines += [f"  {r}" for r in self.repairs]
         lines.append(f"LiteRT int8 spec check: {len(self.spec_violations)} violations")
         lines += [f"  {v}" for v in self.spec_violations]
@@ -346,25 +346,37 @@ def _weights(region: Region, g: Given, s_in: float, stripped: Stripped, repairs:
 
 
 def _check_bias(region: Region, wp: WeightParams, s_in: float, given: dict[str, Given],
-                repairs: list[Repair], strict: bool) -> None:
-    """The file's int32 bias must be at scale ``s_in · s_w`` for the lowering to rebuild it exactly."""
+                repairs: list[Repair], strict: bool) -> np.ndarray | None:
+    """The file's int32 bias when LiteRT can take it as it is (scale ``s_in · s_w``, zero point 0,
+    the region's bias its DequantizeLinear unchanged), else None: a repair, the lowering
+    re-quantizes the float bias at that scale."""
     b_value = region.match.values.get("b")
     g = given.get(b_value.name_hint) if b_value is not None else None
     if g is None or wp.bias is None:
-        return
+        return None
     want, _ = bias_qparams(s_in, wp.scale)
     want = np.broadcast_to(np.asarray(want, np.float32), wp.bias.shape)
     have = np.broadcast_to(np.asarray(g.scale, np.float32), wp.bias.shape)
-    ints = quantize_bias(wp.bias, want, on_overflow="saturate")
-    if np.array_equal(want, have) and np.all(g.zero_point == 0) and np.array_equal(ints, g.stored.reshape(-1)):
-        return
-    problem = (f"bias scale {_fmt(have)} is not input scale x weight scale {_fmt(want)}"
-               if not np.array_equal(want, have) else "bias with a zero point")
+    if g.stored.size != wp.bias.size:
+        return None   # a bias broadcast from fewer values: the lowering quantizes the float one
+    stored = g.stored.reshape(-1)
+    # kept only when the region's float bias is exactly the file's dequantized integers (a large
+    # bias, past float32's 2^24, would not survive a second rounding from float)
+    unchanged = np.array_equal((stored.astype(np.float32) * have).astype(np.float32), wp.bias)
+    if np.array_equal(want, have) and np.all(g.zero_point == 0) and unchanged:
+        return stored
+    if not np.array_equal(want, have):
+        problem = f"bias scale {_fmt(have)} is not input scale x weight scale {_fmt(want)}"
+    elif np.any(g.zero_point != 0):
+        problem = "bias with a zero point"
+    else:
+        problem = "bias changed after dequantizing (folded into another constant)"
     if strict:
         raise QdqError(f"'{g.node}' ({region.label}, {region.pattern.op.builtin.name}): {problem}; "
                        f"--strict refuses to re-quantize it")
     repairs.append(_repair(region, g.node, problem,
                            "re-quantized at input scale x weight scale from the dequantized bias"))
+    return None
 
 
 def _fmt(a: np.ndarray) -> str:
@@ -373,16 +385,21 @@ def _fmt(a: np.ndarray) -> str:
 
 
 def parameters(stripped: Stripped, annotation: Annotation, strict: bool = False):
-    """``(params, produced, same_scale, repairs)``: the lowering's parameters from the file.
+    """``(params, produced, same_scale, repairs, bias_ints)``: the lowering's parameters from the file.
 
     ``produced``: region outputs emitted at other parameters than the file's (LiteRT's fixed ones),
     requantized to the file's after; ``same_scale``: regions whose inputs are read at their
-    output's parameters. A region with a value the file leaves float goes back to float."""
+    output's parameters; ``bias_ints``: the file's int32 biases by region. A region with a value
+    the file leaves float goes back to float."""
     given = stripped.given
     params: dict = {}
     produced: dict[Value, ActParams] = {}
     same_scale: set[int] = set()
     repairs: list[Repair] = []
+    bias_ints: dict[int, np.ndarray] = {}   # id(region) -> the file's int32 bias, kept as it is
+
+    if not strict:
+        given = {**given, **_through_same_scale(annotation, given, repairs)}
 
     def act(v: Value) -> ActParams | None:
         g = given.get(v.name_hint)
@@ -403,11 +420,37 @@ def parameters(stripped: Stripped, annotation: Annotation, strict: bool = False)
                                           f"in the model")
                 break
         else:
-            _region_params(region, act, params, produced, same_scale, repairs, stripped, strict)
-    return params, produced, same_scale, repairs
+            _region_params(region, act, params, produced, same_scale, repairs, stripped, strict, bias_ints)
+    return params, produced, same_scale, repairs, bias_ints
 
 
-def _region_params(region, act, params, produced, same_scale, repairs, stripped, strict) -> None:
+def _through_same_scale(annotation: Annotation, given: dict[str, Given], repairs: list[Repair]) -> dict[str, Given]:
+    """Parameters for region outputs the model leaves float but whose every reader is a same-scale
+    region with parameters (ONNX Runtime keeps ReduceMean float before a quantized Reshape): its
+    reader's, which the same-scale op would impose anyway; the op then runs in int8 instead of
+    as a float island between a DEQUANTIZE and a QUANTIZE. Each is listed as a repair."""
+    by_op = {id(op): r for r in annotation.regions for op in r.ops}
+    found: dict[str, Given] = {}
+    for region in reversed(annotation.regions):
+        out = region.output
+        if not region.pattern.op.output_quantized or out.name_hint in given or out.name_hint in found:
+            continue
+        readers = [by_op.get(id(op)) for op, _ in out.uses]
+        if not readers or any(r is None or not _same_scale(r) for r in readers):
+            continue
+        params = [given.get(r.output.name_hint) or found.get(r.output.name_hint) for r in readers]
+        if any(p is None for p in params) or any(not _same(p, params[0]) for p in params):
+            continue
+        found[out.name_hint] = params[0]
+        repair = _repair(region, region.label, "the model leaves its output float, read only by same-scale "
+                         f"'{readers[0].label}' ({readers[0].pattern.op.builtin.name})",
+                         "quantized with that reader's parameters, so no float island is left")
+        repair.tensor = readers[0].output.name_hint   # the first tensor the model quantizes after it
+        repairs.append(repair)
+    return found
+
+
+def _region_params(region, act, params, produced, same_scale, repairs, stripped, strict, bias_ints) -> None:
     kind, label = region.pattern.op.builtin.name, region.label
     for v in region.inputs:
         p = act(v)
@@ -450,7 +493,9 @@ def _region_params(region, act, params, produced, same_scale, repairs, stripped,
         before = len(repairs)
         wp = _weights(region, g, s_in, stripped, repairs, strict)
         if len(repairs) == before:   # re-rounded weights take their bias along (one repair)
-            _check_bias(region, wp, s_in, stripped.given, repairs, strict)
+            ints = _check_bias(region, wp, s_in, stripped.given, repairs, strict)
+            if ints is not None:
+                bias_ints[id(region)] = ints
         params[w_value] = wp
 
 
@@ -461,10 +506,23 @@ class GivenLowerer(Lowerer):
     (its readers and a graph output get a requantize to the file's); a same-scale region reads its
     inputs at its output's parameters."""
 
-    def __init__(self, fn, annotation, params, config, produced: dict, same_scale: set[int]):
+    def __init__(self, fn, annotation, params, config, produced: dict, same_scale: set[int],
+                 bias_ints: dict[int, np.ndarray] | None = None):
         super().__init__(fn, annotation, params, config)
-        self.produced, self.same_scale = produced, same_scale
+        self.produced, self.same_scale, self.bias_ints = produced, same_scale, bias_ints or {}
         self._region: Region | None = None
+
+    def bias(self, b, x: Value, w: Value, channels: int):
+        """The file's int32 bias as it is, where ``parameters`` kept it (its scale is input x weight)."""
+        ints = self.bias_ints.get(id(self._region)) if self._region is not None else None
+        if ints is None or b is None:
+            return super().bias(b, x, w, channels)
+        s_w = np.broadcast_to(np.float32(qnn.scales_of(w.type)), (channels,))
+        scale, _ = bias_qparams(np.float32(qnn.scales_of(x.type)), s_w)
+        qt = UniformQuantizedPerAxisType(storage_type=IntegerType(32), expressed_type=FloatType("f32"),
+                                         scales=tuple(float(s) for s in np.atleast_1d(scale)),
+                                         zero_points=(0,) * channels, quantized_dimension=0)
+        return self.stored_constant(ints, IntegerType(32), TensorType((channels,), qt))
 
     def lower_region(self, region: Region) -> Value:
         self._region = region
@@ -507,8 +565,8 @@ def convert(module: Module, *, strict: bool = False, config: Config | None = Non
     if not annotation.regions:
         raise QdqError("nothing quantized in this model: no op reads DequantizeLinear outputs and feeds a "
                        "QuantizeLinear that quantir can lower")
-    params, produced, same_scale, repairs = parameters(stripped, annotation, strict)
-    int_fn = GivenLowerer(fn, annotation, params, config, produced, same_scale).run()
+    params, produced, same_scale, repairs, bias_ints = parameters(stripped, annotation, strict)
+    int_fn = GivenLowerer(fn, annotation, params, config, produced, same_scale, bias_ints).run()
     out = Module([int_fn])
     report = check_module(out)
     return Converted(out, fn, annotation, params, repairs, stripped.file_tensor, stripped.given,
