@@ -101,14 +101,14 @@ def dequantized(ex: _Exporter, v: Value, perm: tuple[int, ...] | None = None) ->
     tag = "" if perm == tuple(range(data.ndim)) else "/" + "".join(map(str, perm))
     name = f"{v.name_hint or 'weight'}{tag}"
     width = q.storage_width
-    if width == 8:
-        stored = ex.constant(ints.astype(np.int8), f"{name}/int8", quantization)
-    elif width == 4:
+    if width == 4:
         stored = ex.b.add_tensor(ex._name(f"{name}/int4"), ints.shape, TFLiteTensorType.INT4, quantization,
                                  buffer=ex.b.add_buffer(pack_int4(ints)))
-    else:
-        raise UnsupportedOpError(f"weight '{v.name_hint}' has {width}-bit storage; a .tflite weight-only model "
-                                 f"holds int8 or int4 weights")
+    elif q.storage_numpy_dtype is None:
+        raise UnsupportedOpError(f"weight '{v.name_hint}' has float storage ({q}); a .tflite DEQUANTIZE reads "
+                                 f"integers")
+    else:   # int8 (an int16/int32 constant of an integer model read by a float op is written the same way)
+        stored = ex.constant(ints.astype(q.storage_numpy_dtype), f"{name}/int{width}", quantization)
     out = ex.b.add_tensor(ex._name(name), ints.shape, np.float32)
     ex.b.add_operator(OP.DEQUANTIZE, [stored], [out])
     cache[(v, perm)] = out
