@@ -80,7 +80,8 @@ class WeightOnlyResult:
     def save(self, path, **options) -> Any:
         """Write the model atomically: ``.onnx`` (by default 4-bit blocked MatMul weights and Gather
         tables as ONNX Runtime's MatMulNBits / GatherBlockQuantized; ``matmul_nbits=False``: standard
-        DequantizeLinear for every weight) or ``.mlir``."""
+        DequantizeLinear for every weight), ``.tflite`` (int8/int4 per-channel weights + DEQUANTIZE;
+        block-wise weights are refused) or ``.mlir``."""
         if self._writer is None:
             raise WeightOnlyError("this result has no writer: make it with quantir.quantize_weights")
         return self._writer(self, path, **options)
