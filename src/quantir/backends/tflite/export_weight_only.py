@@ -9,8 +9,10 @@ What LiteRT 2.3 runs (``BUILTIN_REF``, measured on one-op models): DEQUANTIZE of
 INT8 or INT4 storage with per-tensor or per-axis scales, zero points 0 or not, feeding a float
 FULLY_CONNECTED (weights [N, K], axis 0), BATCH_MATMUL (rhs [K, N], axis 1), CONV_2D (OHWI, axis 0),
 DEPTHWISE_CONV_2D (1HWC, axis 3) or GATHER (a table, axis 0): each equal to the product with the
-dequantized weight within float32 rounding. LiteRT computes the float weight once (DEQUANTIZE of a
-constant is evaluated in Prepare and kept), so the file is small and the run is a float run.
+dequantized weight within float32 rounding. Each DEQUANTIZE's output is a float32 tensor of the
+weight's full shape: the file is small, but at run time the weights take float32's memory and the
+ops run in float (an int8 table read in place is the dynamic-range EMBEDDING_LOOKUP of
+``quantize_hybrid``, not this form).
 
 INT4 storage: the row-major elements two per byte, the first in the low nibble, an odd count padded
 with a zero nibble (LiteRT unpacks the whole tensor so: a nibble order swapped gives other weights,
