@@ -11,8 +11,8 @@ order, so that the printed text matches up to nothing):
   last argument's cast first); a returned quantized result is ``scast`` to storage before the
   ``return``; a quantized argument that is only returned needs no cast. Like upstream's
   conversion, it also folds the quant casts in every function (``dcast(qcast(x)) -> x``).
-* ``--lower-quant-ops`` (:class:`LowerQuantOps`): per-tensor ``quant.qcast``/``quant.dcast`` of
-  scalars and ranked tensors (static or dynamic) into ``arith`` and ``tensor`` ops::
+* ``--lower-quant-ops`` (:class:`LowerQuantOps`): ``quant.qcast``/``quant.dcast`` into
+  ``arith`` ops. Per-tensor, on scalars and tensors::
 
       qcast:  stored = clamp(fptosi(x / scale + sitofp(zp)))      (+ zp only when zp != 0)
       dcast:  real   = (sitofp(stored) - sitofp(zp)) * scale      (- zp only when zp != 0)
@@ -23,9 +23,12 @@ order, so that the printed text matches up to nothing):
   emitted only when the type narrows its storage range. Tensors get their scalar constants
   through ``tensor.splat``, with a ``tensor.dim`` per dynamic dimension. An unranked tensor is
   flattened to 1-d first (``shape.shape_of``, ``shape.num_elements``, ``tensor.from_elements``,
-  ``tensor.reshape``) and reshaped back to its extents after. Per-axis and sub-channel types
-  (upstream's ``linalg.generic``) are refused with an :class:`~quantir.errors.UnsupportedOpError`:
-  quantir's ops carry no regions.
+  ``tensor.reshape``) and reshaped back to its extents after. Per-axis and sub-channel types on
+  ranked tensors become a ``linalg.generic`` over the tensor with the scales and zero points as
+  dense constants read through an affine map (``(d0, d1) -> (d1)``; ``d1 floordiv 4`` for a
+  block, ``0`` for a dimension without blocks), the same formula in its body (the zero point
+  always applied). A per-axis cast of an unranked tensor (upstream reshapes it around the axis)
+  is refused with an :class:`~quantir.errors.UnsupportedOpError`.
   As upstream's dialect conversion, a cast that folds (``dcast(qcast(x)) -> x``) is folded
   instead of lowered.
 """
@@ -34,9 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UnsupportedOpError
-from ..ir.attributes import FloatAttr, IntegerAttr
+import numpy as np
+
+from ..ir.attributes import DenseElementsAttr, FloatAttr, IntegerAttr
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
+from ..ir.dialects import arith, arith_ops, func, linalg, quant, shape, tensor
 from ..ir.dialects.arith_ops import ROUNDEVEN
 from ..types import (FunctionType, IndexType, IntegerType, QuantizedType, TensorType, Type,
                      UniformQuantizedPerAxisType, UniformQuantizedSubChannelType, UniformQuantizedType)
@@ -294,10 +299,11 @@ class _Emitter:
 def _check_lowerable(op: Operation, q: Type, shaped: Type) -> UniformQuantizedType:
     where = f"'{op.name}'"
     if isinstance(q, (UniformQuantizedPerAxisType, UniformQuantizedSubChannelType)):
-        raise UnsupportedOpError(
-            f"{where}: --lower-quant-ops lowers per-tensor types only; {q} needs upstream's linalg.generic, "
-            f"which quantir cannot represent (its ops have no regions)", op.loc)
-    if not isinstance(q, UniformQuantizedType):
+        if not isinstance(shaped, TensorType) or not shaped.is_ranked:
+            raise UnsupportedOpError(
+                f"{where}: --lower-quant-ops lowers {q} on ranked tensors only (upstream reshapes an "
+                f"unranked one around the axis with 'shape' ops, which quantir does not emit)", op.loc)
+    elif not isinstance(q, UniformQuantizedType):
         raise UnsupportedOpError(f"{where}: --lower-quant-ops needs a !quant.uniform type, got {q}", op.loc)
     if not isinstance(q.storage_type, IntegerType):
         raise UnsupportedOpError(f"{where}: --lower-quant-ops needs integer storage, got {q.storage_type}", op.loc)
@@ -308,7 +314,80 @@ def _narrowed(q: UniformQuantizedType) -> bool:
     return q.storage_min != q.default_storage_min or q.storage_max != q.default_storage_max
 
 
+# -- per-axis and sub-channel: a linalg.generic over the tensor ---------------------------------
+
+def _int_dtype(width: int):
+    return np.int8 if width <= 8 else np.int16 if width <= 16 else np.int32 if width <= 32 else np.int64
+
+
+def _channel_params(q, rank: int) -> tuple[np.ndarray, np.ndarray, linalg.AffineMapAttr]:
+    """Scales and zero points as arrays (zero points wrapped to the storage width, as MLIR's
+    dense attributes hold them), and the map from a tensor index to their index."""
+    width = q.storage_width
+    wrap = 1 << width
+    zps = [(z + wrap // 2) % wrap - wrap // 2 for z in q.zero_points]
+    if isinstance(q, UniformQuantizedPerAxisType):
+        shape: tuple[int, ...] = (len(q.scales),)
+        results: tuple[str, ...] = (f"d{q.quantized_dimension}",)
+    else:
+        shape = tuple(q.shape)
+        blocks = dict(q.block_sizes)
+        results = tuple("0" if i not in blocks else f"d{i}" if blocks[i] == 1 else f"d{i} floordiv {blocks[i]}"
+                        for i in range(rank))
+    scales = np.array(q.scales, dtype=q.expressed_type.numpy_dtype).reshape(shape)
+    return scales, np.array(zps, dtype=_int_dtype(width)).reshape(shape), linalg.AffineMapAttr(rank, results)
+
+
+def _lower_per_channel(op: Operation, block: Block, options: LowerQuantOptions, quantize: bool) -> Value:
+    """``linalg.generic`` ins(tensor, scales, zero points) outs(tensor.empty): the per-tensor
+    scalar formula in its body with the channel's scale and zero point read as block arguments
+    (the zero point always applied, the clamp's constants made in the body)."""
+    q = _element(op.results[0].type if quantize else op.operands[0].type)
+    int_t, float_t, signed = _storage_int(q), q.expressed_type, q.is_signed
+    e = _Emitter(block, op)
+    x = op.operands[0]
+    if not quantize:
+        x = e.op(quant.SCAST, [x], _with_element(x.type, int_t))
+    rank = x.type.rank
+    scales, zps, param_map = _channel_params(q, rank)
+    scale_c = e.constant(DenseElementsAttr(scales, TensorType(scales.shape, float_t)),
+                         TensorType(scales.shape, float_t))
+    zp_c = e.constant(DenseElementsAttr(zps, TensorType(zps.shape, int_t)), TensorType(zps.shape, int_t))
+    e.take_dims(x)
+    out_t = x.type.clone(element_type=int_t if quantize else float_t)
+    init = e.op(tensor.EMPTY, list(e.dims), out_t)
+    body = Block([x.type.element_type, float_t, int_t, out_t.element_type])
+    value, scale, zp, _ = body.arguments
+    yield_op = body.append(Operation(linalg.YIELD, [], []))
+    b = _Emitter(body, yield_op)
+    to_float = arith_ops.SITOFP if signed else arith_ops.UITOFP
+    if quantize:
+        y = b.op(arith_ops.DIVF, [value, scale], float_t)
+        y = b.op(arith_ops.ADDF, [y, b.op(to_float, [zp], float_t)], float_t)
+        if options.round == "nearest-even":
+            y = b.op(ROUNDEVEN, [y], float_t)
+        y = b.op(arith_ops.FPTOSI if signed else arith_ops.FPTOUI, [y], int_t)
+        if _narrowed(q):
+            lo, hi = b.int_constant(q.storage_min, int_t), b.int_constant(q.storage_max, int_t)
+            y = b.op(arith_ops.MAXSI if signed else arith_ops.MAXUI, [y, lo], int_t)
+            y = b.op(arith_ops.MINSI if signed else arith_ops.MINUI, [y, hi], int_t)
+    else:
+        y = b.op(to_float, [value], float_t)
+        y = b.op(arith_ops.SUBF, [y, b.op(to_float, [zp], float_t)], float_t)
+        y = b.op(arith_ops.MULF, [y, scale], float_t)
+    yield_op.operands.append(y)
+    y.uses.append((yield_op, 0))
+    identity = linalg.AffineMapAttr(rank, tuple(f"d{i}" for i in range(rank)))
+    loop = block.insert_before(op, linalg.generic([x, scale_c, zp_c], [init], (identity, param_map, param_map,
+                                                                             identity), body, op.loc))
+    result = loop.results[0]
+    return e.op(quant.SCAST, [result], op.results[0].type) if quantize else result
+
+
 def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Value:
+    if isinstance(_element(op.results[0].type), (UniformQuantizedPerAxisType, UniformQuantizedSubChannelType)):
+        _check_lowerable(op, _element(op.results[0].type), op.operands[0].type)
+        return _lower_per_channel(op, block, options, quantize=True)
     qt = _check_lowerable(op, _element(op.results[0].type), op.operands[0].type)
     e = _Emitter(block, op)
     x, extents = e.flatten(op.operands[0])
@@ -336,7 +415,10 @@ def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Val
     return e.op(quant.SCAST, [e.unflatten(stored, extents)], op.results[0].type)
 
 
-def _lower_dcast(op: Operation, block: Block) -> Value:
+def _lower_dcast(op: Operation, block: Block, options: LowerQuantOptions) -> Value:
+    if isinstance(_element(op.operands[0].type), (UniformQuantizedPerAxisType, UniformQuantizedSubChannelType)):
+        _check_lowerable(op, _element(op.operands[0].type), op.operands[0].type)
+        return _lower_per_channel(op, block, options, quantize=False)
     x = op.operands[0]
     qt = _check_lowerable(op, _element(x.type), x.type)
     e = _Emitter(block, op)
@@ -376,7 +458,7 @@ class LowerQuantOps:
             if op.opdef is quant.QCAST:
                 return _lower_qcast(op, block, self.options)
             if op.opdef is quant.DCAST:
-                return _lower_dcast(op, block)
+                return _lower_dcast(op, block, self.options)
             return None
         _convert(block, stats, lambda op: op.opdef is not quant.SCAST, lower)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ir.attributes import ArrayAttr, Attribute, BoolAttr, DictAttr, IntegerAttr, StringAttr, TypeAttr
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
+from ..ir.dialects import arith, arith_ops, func, linalg, quant, shape, tensor
 from ..types import FunctionType, IndexType, IntegerType
 from .attr_printer import AttrPrinter, escape_string, keyword_or_string
 from .numbers import canonical_int
@@ -105,12 +105,23 @@ class Namer:
         self._used.add(name)
         return name
 
-    def number_block(self, block: Block, special: bool = True) -> None:
-        for arg in block.arguments:
+    def number_block(self, block: Block, special: bool = True, arg_hints: tuple[str, ...] = ()) -> None:
+        for i, arg in enumerate(block.arguments):
+            if i < len(arg_hints):   # a region's arguments (linalg.generic's %in, %out)
+                self.names[id(arg)] = self.unique(arg_hints[i])
+                continue
             self.names[id(arg)] = self.unique(f"arg{self.next_arg}")
             self.next_arg += 1
         for op in block.ops:
             self.number_op(op, special)
+        # as SSANameState: a region's values are numbered after all of its parent block's, and
+        # its names are scoped -- sibling regions start from the same counters and names
+        for op in block.ops:
+            body = getattr(op, "body", None)
+            if body is not None:
+                saved = (self.next_value, self._conflict, set(self._used))
+                self.number_block(body, special, op.arg_hints)
+                self.next_value, self._conflict, self._used = saved
 
     def number_op(self, op: Operation, special: bool = True) -> None:
         if not op.results:
@@ -177,6 +188,7 @@ class _Printer:
     def __init__(self, attrs: AttrPrinter, generic: bool):
         self.attrs = attrs
         self.generic = generic
+        self.map_aliases: dict[str, str] = {}   # affine map text -> '#map1'
 
     # -- custom form ----------------------------------------------------------------------------
     def module(self, m: Module) -> str:
@@ -185,11 +197,23 @@ class _Printer:
             head += " @" + keyword_or_string(m.name)
         if m.attributes:
             head += " attributes" + self.attrs.attr_dict(m.attributes)
+        aliases = [f"{alias} = {text}" for text, alias in self._map_aliases(m).items()]
         lines = [head + " {"]
         for fn in m.functions:
             lines.extend(self.function(fn, 2))
         lines.append("}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(aliases + lines) + "\n"
+
+    def _map_aliases(self, m: Module) -> dict[str, str]:
+        """``#map``, ``#map1``... for the affine maps of ``linalg.generic`` ops, by first use."""
+        for fn in m.functions:
+            for op in fn.ops:
+                for amap in getattr(op, "maps", ()):
+                    text = str(amap)
+                    if text not in self.map_aliases:
+                        n = len(self.map_aliases)
+                        self.map_aliases[text] = "#map" + (str(n) if n else "")
+        return self.map_aliases
 
     def function(self, fn: Function, indent: int) -> list[str]:
         a = self.attrs
@@ -219,7 +243,7 @@ class _Printer:
             return [pad + head]
         lines = [pad + head + " {"]
         for op in fn.body.ops:
-            lines.append(pad + "  " + self.op(op, names))
+            lines.extend(pad + "  " + line for line in self.op(op, names).split("\n"))  # regions span lines
         lines.append(pad + "}")
         return lines
 
@@ -239,13 +263,34 @@ class _Printer:
                 text += (" " + ", ".join(names.use(v) for v in op.operands) + " : "
                          + ", ".join(str(v.type) for v in op.operands))
             return text
-        if d.custom_syntax and (d in arith_ops.SYNTAX or d.dialect in ("tensor", "shape")):
+        if d is linalg.GENERIC and getattr(op, "body", None) is not None:
+            return self._generic_loop(op, names)
+        if d.custom_syntax and (d in arith_ops.SYNTAX or d.dialect in ("tensor", "shape", "linalg")):
             return _lowering_op(op, names, a)
         if d is arith.CONSTANT and not op.operands and len(op.results) == 1 and "value" in op.attributes:
             value = op.attributes["value"]
             if _typed_value_matches(value, op.results[0].type):
                 return f"arith.constant{a.attr_dict(op.attributes, ('value',))} {a.attr(value)}"
         return None
+
+    def _generic_loop(self, op, names: Namer) -> str:
+        """``linalg.generic {indexing_maps = [...], iterator_types = [...]} ins(...) outs(...) {
+        ^bb0(...): ...} -> T``, one line per body op (the function printer indents them)."""
+        use = names.use
+        ins, outs = op.operands[:op.num_inputs], op.operands[op.num_inputs:]
+        maps = ", ".join(self.map_aliases.get(str(m), str(m)) for m in op.maps)
+        loops = ", ".join(['"parallel"'] * (op.maps[0].dims if op.maps else 0))
+        head = f"{op.name} {{indexing_maps = [{maps}], iterator_types = [{loops}]}}"
+        for word, vals in (("ins", ins), ("outs", outs)):
+            if vals:
+                head += (f" {word}({', '.join(use(v) for v in vals)} : "
+                         f"{', '.join(str(v.type) for v in vals)})")
+        args = ", ".join(f"{use(v)}: {v.type}" for v in op.body.arguments)
+        lines = [head + " {", f"^bb0({args}):"]
+        lines += ["  " + line for inner in op.body.ops for line in self.op(inner, names).split("\n")]
+        results = ", ".join(str(r.type) for r in op.results)
+        lines.append("} -> " + results)
+        return "\n".join(lines)
 
     # -- generic form ---------------------------------------------------------------------------
     def _generic_op(self, op: Operation, names: Namer, properties: dict[str, Attribute] | None = None) -> str:
@@ -297,10 +342,13 @@ class _Printer:
 
 
 def _lowering_op(op: Operation, names: Namer, a: AttrPrinter) -> str | None:
-    """Custom forms of the ``arith``/``tensor`` ops of ``--lower-quant-ops``; None (generic form)
+    """Custom forms of the ``arith``/``tensor``/``shape``/``linalg`` ops of ``--lower-quant-ops``; None (generic form)
     when the op's arity does not fit its form."""
     d, use, attrs = op.opdef, names.use, a.attr_dict(op.attributes)
     kind = arith_ops.SYNTAX.get(d)
+    if d is linalg.YIELD and not op.results:
+        values = ", ".join(use(v) for v in op.operands)
+        return f"{d.name} {values}{attrs} : {', '.join(str(v.type) for v in op.operands)}"
     if len(op.results) != 1:
         return None
     if kind == "binary" and len(op.operands) == 2:
@@ -320,6 +368,8 @@ def _lowering_op(op: Operation, names: Namer, a: AttrPrinter) -> str | None:
     if d is tensor.RESHAPE and len(op.operands) == 2:
         src, shp = op.operands
         return (f"{d.name} {use(src)}({use(shp)}){attrs} : ({src.type}, {shp.type}) -> {op.results[0].type}")
+    if d is tensor.EMPTY:
+        return f"{d.name}({', '.join(use(v) for v in op.operands)}){attrs} : {op.results[0].type}"
     if d is tensor.DIM and len(op.operands) == 2:
         return f"{d.name}{attrs} {use(op.operands[0])}, {use(op.operands[1])} : {op.operands[0].type}"
     return None

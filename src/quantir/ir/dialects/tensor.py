@@ -67,6 +67,19 @@ RESHAPE = register(OpDef(
     results=(Result("result", _TENSOR),), traits=frozenset({Trait.PURE}), verifier=_verify_reshape,
     custom_syntax=True, summary="The source's elements in the shape given by a 1-d index tensor."))
 
+def _verify_empty(op: Operation) -> str | None:
+    t = op.results[0].type
+    if len(op.operands) != sum(d is None for d in t.shape):
+        return "incorrect number of dynamic sizes, has %d, expected %d" % (
+            len(op.operands), sum(d is None for d in t.shape))
+    return None
+
+
+EMPTY = register(OpDef(
+    "tensor.empty", operands=(Operand("dynamicSizes", _INDEX, variadic=True),), results=(Result("result", _RANKED),),
+    traits=frozenset({Trait.PURE}), verifier=_verify_empty, custom_syntax=True,
+    summary="A tensor of unspecified contents: the output operand of a linalg.generic."))
+
 ASM_NAMES = {SPLAT: "splat", DIM: "dim", FROM_ELEMENTS: "from_elements", RESHAPE: "reshape"}
 
 close_dialect("tensor")
