@@ -22,6 +22,7 @@ _LAZY = {
     "quantize_weights": ("quantir.api", "quantize_weights"),
     "quantize_dynamic": ("quantir.api", "quantize_dynamic"),
     "quantize_hybrid": ("quantir.api", "quantize_hybrid"),
+    "convert_qdq": ("quantir.api", "convert_qdq"),
     "calibration_stats": ("quantir.api", "calibration_stats"),
     "merge_stats": ("quantir.api", "merge_stats"),
     "Result": ("quantir.api", "Result"),
@@ -34,7 +35,7 @@ _LAZY = {
 }
 __all__ = ["load", "quantize", "quantize_weights", "quantize_dynamic", "quantize_hybrid", "Result", "Config",
            "calibration_stats", "merge_stats", "WeightOnlyConfig", "DynamicConfig", "HybridConfig", "run", "data",
-           "__version__"]
+           "convert_qdq", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

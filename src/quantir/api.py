@@ -46,10 +46,14 @@ from .rewrite import RewriteStats
 HELD_OUT = 32   # calibration samples set aside to measure a budget on (Config.budget)
 
 
-def load(path: str | os.PathLike | Any) -> Module:
-    """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text, int8 ``.tflite``."""
+def load(path: str | os.PathLike | Any, *, qdq: bool = False) -> Module:
+    """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text, int8 ``.tflite``.
+    ``qdq=True``: an ONNX QDQ model as its integer module (``quant``/``qnn`` ops with the model's own
+    parameters, repaired where LiteRT needs it: ``convert_qdq``, whose summary lists the repairs)."""
     if isinstance(path, Module):
         return path
+    if qdq:
+        return convert_qdq(path).module
     if not isinstance(path, (str, os.PathLike)):
         from .frontends.onnx import load_onnx
         return load_onnx(path)

@@ -302,3 +302,22 @@ def test_an_op_left_float_before_a_same_scale_op_takes_its_parameters(tmp_path):
         (np.float32(0.01), 3)
     strict = api.convert_qdq(path, strict=True)   # nothing breaks the spec: strict keeps the model's float op
     assert strict.repairs == [] and [op.label for op, _ in strict.annotation.float_ops] == ["mean", "reshape"]
+
+
+@needs_data
+def test_per_tensor_weights_keep_the_files_integers_and_scale(tmp_path):
+    path = ort_quantize_static(tmp_path / "per_tensor.onnx", per_channel=False)
+    c = api.convert_qdq(path)
+    init = _initializers(path)
+    file_w = {a.tobytes() for n, a in init.items() if n.endswith("_quantized") and a.dtype == np.int8}
+    assert {w.tobytes() for w in _stored(c.module.main, "int8")} == file_w
+    convs = [op for op in c.module.main.ops if op.opdef in (qnn.CONV, qnn.FULLY_CONNECTED)]
+    assert len(convs) == 13 and all(not hasattr(op.operands[1].type.element_type, "scales") for op in convs)
+    assert c.spec_violations == []
+
+
+def test_load_with_qdq_gives_the_integer_module(cnn_qdq, converted):
+    import quantir as qr
+    module = qr.load(cnn_qdq, qdq=True)
+    assert print_module(module) == print_module(converted.module)
+    assert sum(op.opdef is quant.QCAST for op in module.main.ops) == 1

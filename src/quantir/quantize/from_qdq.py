@@ -133,6 +133,8 @@ def _given(dq: Operation, stored: np.ndarray | None) -> Given:
         raise QdqError(f"'{node}': its scale is computed at run time; a QDQ model to convert needs constant "
                        f"scales and zero points")
     scale = np.asarray(scale, np.float32)
+    if scale.ndim == 1 and scale.size == 1:   # one value: per tensor (as ONNX Runtime reads it)
+        scale = scale.reshape(())
     bad = ~(np.isfinite(scale) & (scale > 0))
     if bad.any():
         raise QdqError(f"'{node}': scale {scale[bad].ravel()[0]} is not finite and positive; the model's "
@@ -140,7 +142,7 @@ def _given(dq: Operation, stored: np.ndarray | None) -> Given:
     zp_arr = constant_array(dq.operands[2]) if len(dq.operands) > 2 else None
     stored_v = dq.operands[0] if dq.opdef is nn.DEQUANTIZE_LINEAR else dq.results[0]
     dtype = _storage(stored_v, zp_arr)
-    zp = np.zeros(scale.shape, np.int64) if zp_arr is None else np.asarray(zp_arr, np.int64)
+    zp = np.zeros(scale.shape, np.int64) if zp_arr is None else np.asarray(zp_arr, np.int64).reshape(scale.shape)
     block = int(dq.attr("block_size") or 0)
     rank = len(getattr(stored_v.type, "shape", ()) or ())
     axis = None
