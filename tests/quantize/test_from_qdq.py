@@ -321,3 +321,42 @@ def test_load_with_qdq_gives_the_integer_module(cnn_qdq, converted):
     module = qr.load(cnn_qdq, qdq=True)
     assert print_module(module) == print_module(converted.module)
     assert sum(op.opdef is quant.QCAST for op in module.main.ops) == 1
+
+
+def _unary_model(path: Path, op_type: str, out_scale: float, out_zp: int, dtype=TensorProto.INT8) -> Path:
+    """x -> Q/DQ -> op -> Q/DQ (out_scale, out_zp) -> y."""
+    np_zp = helper.tensor_dtype_to_np_dtype(dtype)
+    inits = [numpy_helper.from_array(np.array(np.float32(0.05)), "s"), numpy_helper.from_array(np.array(2, np_zp), "z"),
+             numpy_helper.from_array(np.array(np.float32(out_scale)), "s2"),
+             numpy_helper.from_array(np.array(out_zp, np_zp), "z2")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["x_q"]),
+             helper.make_node("DequantizeLinear", ["x_q", "s", "z"], ["x_dq"]),
+             helper.make_node(op_type, ["x_dq"], ["a"], name="act"),
+             helper.make_node("QuantizeLinear", ["a", "s2", "z2"], ["a_q"]),
+             helper.make_node("DequantizeLinear", ["a_q", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "unary", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    return path
+
+
+def test_logistic_output_at_another_scale_is_emitted_at_litert_fixed_and_requantized(tmp_path):
+    path = _unary_model(tmp_path / "sigmoid.onnx", "Sigmoid", 1 / 255, -128)
+    c = api.convert_qdq(path)
+    (r,) = c.repairs
+    assert r.kind == "LOGISTIC" and "LiteRT's LOGISTIC writes (0.00390625, -128)" in r.problem
+    assert r.max_error_steps is not None and r.max_error_steps <= 1.5
+    x = np.random.default_rng(2).uniform(-6, 6, (2, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = run(c.module.main, {"x": x})["y"]
+    assert np.abs(got - want).max() <= 1.5 / 255   # LiteRT's 1/256 grid, requantized to the file's 1/255
+    with pytest.raises(QdqError, match=r"'act' \(LOGISTIC\).*--strict"):
+        api.convert_qdq(path, strict=True)
+
+
+def test_int16_activations_are_refused_clearly(tmp_path):
+    path = _unary_model(tmp_path / "int16.onnx", "Relu", 0.001, 0, TensorProto.INT16)
+    with pytest.raises(QdqError, match=r"int16 activations are not converted yet"):
+        api.convert_qdq(path)

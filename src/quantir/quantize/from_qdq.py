@@ -571,12 +571,12 @@ def convert(module: Module, *, strict: bool = False, config: Config | None = Non
     int_fn = GivenLowerer(fn, annotation, params, config, produced, same_scale, bias_ints).run()
     out = Module([int_fn])
     report = check_module(out)
+    if strict and report.violations:   # what no repair above covers (a kernel's own limits)
+        raise QdqError(f"{report.violations[0]}; --strict refuses a model LiteRT's int8 spec does not accept "
+                       f"({len(report.violations)} violations)")
     return Converted(out, fn, annotation, params, repairs, stripped.file_tensor, stripped.given,
                      [str(v) for v in report.violations])
 
-
-def requantize_count(module: Module) -> int:
-    return sum(op.opdef is qnn.REQUANTIZE for op in module.main.ops)
 
 
 def measure(converted: Converted, reference, integer, feeds: list[dict]) -> None:
