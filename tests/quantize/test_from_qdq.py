@@ -25,7 +25,8 @@ CNN = REPO / "models" / "fashion_mnist_cnn.onnx"
 needs_data = pytest.mark.skipif(not fm.is_available(), reason="Fashion-MNIST is not installed (make data)")
 
 
-def ort_quantize_static(path: Path, activations: str = "int8", per_channel: bool = True, n: int = 100) -> Path:
+def ort_quantize_static(path: Path, activations: str = "int8", per_channel: bool = True, n: int = 100,
+                        weights: str = "int8") -> Path:
     """ONNX Runtime's quantize_static of the Fashion-MNIST CNN (QDQ, int8 weights)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     xtr, _ = fm.load_fashion_mnist("train")
@@ -39,7 +40,7 @@ def ort_quantize_static(path: Path, activations: str = "int8", per_channel: bool
             return next(self.it, None)
     act = QuantType.QInt8 if activations == "int8" else QuantType.QUInt8
     quantize_static(str(CNN), str(path), Reader(), quant_format=QuantFormat.QDQ, activation_type=act,
-                    weight_type=QuantType.QInt8, per_channel=per_channel)
+                    weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QUInt8, per_channel=per_channel)
     return path
 
 
@@ -360,3 +361,17 @@ def test_int16_activations_are_refused_clearly(tmp_path):
     path = _unary_model(tmp_path / "int16.onnx", "Relu", 0.001, 0, TensorProto.INT16)
     with pytest.raises(QdqError, match=r"int16 activations are not converted yet"):
         api.convert_qdq(path)
+
+
+@needs_data
+def test_uint8_weights_at_zero_are_clipped_one_step_keeping_the_files_scales(tmp_path):
+    path = ort_quantize_static(tmp_path / "wu8.onnx", "uint8", weights="uint8")
+    c = api.convert_qdq(path)
+    init = _initializers(path)
+    clipped = [r for r in c.repairs if "clipped to -127" in r.fix]
+    assert len(clipped) == 13 and all("uint8 0 with zero point 128" in r.problem for r in clipped)
+    assert c.spec_violations == []
+    file_w = [a.astype(np.int64) - 128 for n, a in init.items() if n.endswith("_quantized") and a.dtype == np.uint8]
+    mod_w = _stored(c.module.main, "int8")
+    for w in file_w:   # the file's integers, a -128 (uint8 0) raised to -127 and nothing else changed
+        assert any(m.shape == w.shape and np.array_equal(m, np.maximum(w, -127)) for m in mod_w)

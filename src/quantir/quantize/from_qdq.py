@@ -315,10 +315,11 @@ def _weight_axis(region: Region) -> int | None:
     return 1
 
 
-def _weights(region: Region, g: Given, s_in: float, stripped: Stripped, repairs: list[Repair],
-             strict: bool) -> WeightParams:
-    """The region's ``WeightParams`` from the file: its int8 weights and scales when LiteRT can take
-    them (symmetric, per output channel or per tensor, within [-127, 127]), else re-rounded."""
+def _weights(region: Region, g: Given, s_in: float, repairs: list[Repair],
+             strict: bool) -> tuple[WeightParams, bool]:
+    """The region's ``WeightParams`` from the file, and whether they were re-rounded: its int8
+    weights and scales when LiteRT can take them (symmetric, per output channel or per tensor),
+    with a -128 clipped to -127 (one step, scales kept), else re-rounded from the float weights."""
     w, b = region_weights(region)
     label, kind = region.label, region.pattern.op.builtin.name
     problem = None
@@ -328,8 +329,6 @@ def _weights(region: Region, g: Given, s_in: float, stripped: Stripped, repairs:
         problem = f"asymmetric {g.dtype} weights (zero points up to {int(np.abs(g.zero_point).max())})"
     elif g.axis is not None and g.axis != _weight_axis(region):
         problem = f"weights quantized along dim {g.axis}, not the output channel"
-    elif g.stored.min() < -127:
-        problem = "int8 weights hold -128 (LiteRT's weights are symmetric in [-127, 127])"
     if problem is None:
         scale = np.float32(g.scale) if g.per_tensor else g.scale.astype(np.float32)
         per_oc = scale.reshape((-1,) + (1,) * (w.ndim - 1)) if scale.ndim else scale
@@ -338,13 +337,21 @@ def _weights(region: Region, g: Given, s_in: float, stripped: Stripped, repairs:
         if not np.array_equal((q.astype(np.float32) * per_oc).astype(np.float32), w):
             problem = "weights transformed after dequantizing do not round-trip to the file's integers"
         else:
-            return WeightParams(np.asarray(scale, np.float32), b, None, q.astype(np.int8))
+            low = int((q < -127).sum())
+            if low:   # LiteRT's weights are symmetric in [-127, 127]: the least change is one step
+                stored = "-128" if g.dtype == "int8" else f"{g.dtype} 0 with zero point 128"
+                problem = f"{low} of {q.size} weights at {stored} (LiteRT's weights are in [-127, 127])"
+                if strict:
+                    raise QdqError(f"'{g.node}' ({label}, {kind}): {problem}; --strict refuses to clip them")
+                repairs.append(_repair(region, g.node, problem, "clipped to -127 (one step each), scales kept"))
+                q = np.maximum(q, -127)
+            return WeightParams(np.asarray(scale, np.float32), b, None, q.astype(np.int8)), False
     if strict:
         raise QdqError(f"'{g.node}' ({label}, {kind}): {problem}; --strict refuses to re-round weights")
     plain = weight_params(w, b, s_in, per_channel=True)
     repairs.append(_repair(region, g.node, problem, "re-rounded symmetric int8 per output channel from the "
                            "dequantized weights" + ("" if b is None else ", the bias re-quantized at the new scales")))
-    return plain
+    return plain, True
 
 
 def _check_bias(region: Region, wp: WeightParams, s_in: float, given: dict[str, Given],
@@ -492,9 +499,8 @@ def _region_params(region, act, params, produced, same_scale, repairs, stripped,
             raise QdqError(f"'{label}' ({kind}): its weights '{w_value.name_hint}' are float in the model; a QDQ "
                            f"model to convert gives quantized weights")
         s_in = params[x].scale
-        before = len(repairs)
-        wp = _weights(region, g, s_in, stripped, repairs, strict)
-        if len(repairs) == before:   # re-rounded weights take their bias along (one repair)
+        wp, rerounded = _weights(region, g, s_in, repairs, strict)
+        if not rerounded:   # re-rounded weights take their bias along (one repair)
             ints = _check_bias(region, wp, s_in, stripped.given, repairs, strict)
             if ints is not None:
                 bias_ints[id(region)] = ints
