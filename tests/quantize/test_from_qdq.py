@@ -375,3 +375,18 @@ def test_uint8_weights_at_zero_are_clipped_one_step_keeping_the_files_scales(tmp
     mod_w = _stored(c.module.main, "int8")
     for w in file_w:   # the file's integers, a -128 (uint8 0) raised to -127 and nothing else changed
         assert any(m.shape == w.shape and np.array_equal(m, np.maximum(w, -127)) for m in mod_w)
+
+
+@needs_data
+def test_save_writes_mlir_and_a_qdq_onnx_that_onnx_runtime_runs(tmp_path, converted):
+    from quantir.text import parse_module
+    converted.save(tmp_path / "c.mlir")
+    assert print_module(parse_module((tmp_path / "c.mlir").read_text())) == print_module(converted.module)
+    converted.save(tmp_path / "c.onnx")
+    xte, _ = fm.load_fashion_mnist("test")
+    x = fm.to_model_input(xte[:100])
+    session = ort.InferenceSession(str(tmp_path / "c.onnx"), providers=["CPUExecutionProvider"])
+    again = session.run(None, {"input": x})[0]
+    assert (again.argmax(1) == run(converted.module.main, {"input": x})["probs"].argmax(1)).mean() >= 0.98
+    with pytest.raises(QuantirError, match="unknown output format"):
+        converted.save(tmp_path / "c.pb")

@@ -15,13 +15,15 @@ tensor is. The conversion
 3. checks the given parameters against what LiteRT's int8 kernels take and repairs a violation
    with the least change (``Repair``): a fixed-output op (softmax, logistic, tanh) is emitted at
    LiteRT's parameters and requantized to the file's; a same-scale op (pooling, reshape, pad,
-   concat) reads its inputs requantized to its output's parameters; an asymmetric or uint8
-   weight is re-rounded symmetric per channel; a bias at another scale than input × weight is
-   re-quantized at that scale. ``strict=True`` refuses instead, naming the node.
+   concat) reads its inputs requantized to its output's parameters; a weight at -128 is clipped
+   to -127 (one step, scales kept); asymmetric or block-wise weights are re-rounded symmetric per
+   channel; a bias at another scale than input × weight is re-quantized at that scale. An op the
+   model leaves float whose only readers are same-scale ops takes their parameters (no float
+   island). ``strict=True`` refuses instead, naming the node.
 
 uint8 activations (ONNX Runtime's default ``QUInt8``) are the same real values in int8 with the
 zero point minus 128, exactly; int4 weights widen to int8 exactly. Block-wise weights have no
-LiteRT int8 form (re-rounded per channel: a repair).
+LiteRT int8 form (re-rounded per channel: a repair). int16 activations are refused for now.
 """
 from __future__ import annotations
 
@@ -72,7 +74,8 @@ class Given:
 
 @dataclass
 class Repair:
-    """A place where the given parameters break LiteRT's int8 spec, and what the conversion did."""
+    """A place where the given parameters are not what LiteRT's int8 kernels take (or an op the model
+    leaves float), and the least change the conversion made there."""
 
     node: str          # the ONNX node (or tensor) concerned
     kind: str          # LiteRT op kind of the region
@@ -99,7 +102,6 @@ class Stripped:
     fn: Function
     given: dict[str, Given]                 # float value name -> its parameters
     file_tensor: dict[str, str]             # float value name -> the DequantizeLinear output naming it in the file
-    weight_dtypes: dict[str, str] = field(default_factory=dict)
 
 
 # -- 1. strip the Q/DQ pairs ------------------------------------------------------------------------
@@ -152,10 +154,8 @@ def _given(dq: Operation, stored: np.ndarray | None) -> Given:
     if block == 0 and scale.ndim > 1:
         raise QdqError(f"'{node}': a {scale.ndim}-D scale ({scale.shape}) is block-wise quantization, which needs "
                        f"the block_size attribute; the node has none (give block_size, or a 1-D per-axis scale)")
-    if block and dtype in ("int4", "uint4") and scale.ndim != rank:
+    if block and scale.ndim != rank:
         raise QdqError(f"'{node}': block_size {block} needs a scale of the weight's rank {rank}, got {scale.shape}")
-    if dtype in ("int4", "uint4") and block == 0 and scale.ndim > 1:
-        raise QdqError(f"'{node}': int4 weights with a blocked scale need block_size")
     if dtype in ("uint8", "uint4"):   # the same real values in the signed type
         shift = 128 if dtype == "uint8" else 8
         zp = zp - shift
