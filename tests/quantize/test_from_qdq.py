@@ -167,7 +167,8 @@ def _qdq_model(path: Path, *, pool_scale: float = 0.05, w_zp: int = 0, bias_scal
     s_in, s_out = np.float32(0.02), np.float32(0.05)
     w_scale = np.asarray([0.01, 0.02, 0.015], np.float32) if w_scale is None else w_scale
     wq = rng.integers(-127, 128, size=(3, 2, 3, 3)).astype(np.int8)
-    b_scale = (s_in * w_scale).astype(np.float32) if bias_scale is None else np.full(3, bias_scale, np.float32)
+    per_channel = w_scale.reshape(3, -1)[:, 0]   # a blocked scale's first block stands for its channel
+    b_scale = (s_in * per_channel).astype(np.float32) if bias_scale is None else np.full(3, bias_scale, np.float32)
     bq = rng.integers(-500, 500, size=3).astype(np.int32)
     w_tensor = numpy_helper.from_array(wq, "w_q")
     if w_dtype == TensorProto.INT4:
@@ -183,7 +184,7 @@ def _qdq_model(path: Path, *, pool_scale: float = 0.05, w_zp: int = 0, bias_scal
         numpy_helper.from_array(np.zeros(3, np.int32), "b_z"),
     ]
     w_inputs = ["w_q", "w_s"] if w_dtype == TensorProto.INT4 else ["w_q", "w_s", "w_z"]
-    w_attrs = {"axis": 0} if block_size is None else {"axis": 0, "block_size": block_size}
+    w_attrs = {"axis": 0} if block_size is None else {"axis": 1, "block_size": block_size}
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s_in", "z_in"], ["x_q"], name="q_x"),
         helper.make_node("DequantizeLinear", ["x_q", "s_in", "z_in"], ["x_dq"], name="dq_x"),
@@ -390,3 +391,13 @@ def test_save_writes_mlir_and_a_qdq_onnx_that_onnx_runtime_runs(tmp_path, conver
     assert (again.argmax(1) == run(converted.module.main, {"input": x})["probs"].argmax(1)).mean() >= 0.98
     with pytest.raises(QuantirError, match="unknown output format"):
         converted.save(tmp_path / "c.pb")
+
+
+def test_block_wise_weights_are_rerounded_per_channel_and_listed(tmp_path):
+    path = _qdq_model(tmp_path / "blocked.onnx", w_scale=np.full((3, 1, 3, 3), 0.01, np.float32), block_size=2)
+    c, repairs = _repairs(path)
+    r = repairs["CONV_2D"]
+    assert "block-wise weights (block 2)" in r.problem and "re-rounded" in r.fix and c.spec_violations == []
+    assert r.max_error_steps is not None and r.max_error_steps <= 1.0   # one scale per block was one per channel
+    with pytest.raises(QdqError, match=r"'dq_w'.*block-wise.*--strict"):
+        api.convert_qdq(path, strict=True)
