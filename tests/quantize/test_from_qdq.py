@@ -401,3 +401,17 @@ def test_block_wise_weights_are_rerounded_per_channel_and_listed(tmp_path):
     assert r.max_error_steps is not None and r.max_error_steps <= 1.0   # one scale per block was one per channel
     with pytest.raises(QdqError, match=r"'dq_w'.*block-wise.*--strict"):
         api.convert_qdq(path, strict=True)
+
+
+def test_a_conv_whose_weights_the_model_leaves_float_stays_float(tmp_path):
+    path = _qdq_model(tmp_path / "float_w.onnx")
+    model = onnx.load(str(path))
+    dq_w = next(n for n in model.graph.node if n.name == "dq_w")
+    w = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "w_q")).astype(np.float32)
+    model.graph.node.remove(dq_w)
+    model.graph.initializer.append(numpy_helper.from_array(w * np.float32(0.01), "w"))
+    onnx.save(model, str(path))
+    c = api.convert_qdq(path)
+    (conv, why), = [(op, why) for op, why in c.annotation.float_ops]
+    assert conv.label == "conv" and "leaves its weights 'w' float" in why
+    assert c.spec_violations == [] and any(op.opdef is qnn.MAX_POOL for op in c.module.main.ops)

@@ -423,6 +423,9 @@ def parameters(stripped: Stripped, annotation: Annotation, strict: bool = False)
             annotation.demote(region, f"the model leaves '{missing[0]}' float (no QuantizeLinear -> "
                                       f"DequantizeLinear pair)")
             continue
+        if region.pattern.weighted and region.match.values["w"].name_hint not in given:
+            annotation.demote(region, f"the model leaves its weights '{region.match.values['w'].name_hint}' float")
+            continue
         for v in region.inputs:
             if constant_array(v) is not None and v.name_hint not in given and not region.pattern.weighted:
                 annotation.demote(region, f"its constant operand '{v.name_hint}' has no quantization parameters "
@@ -494,10 +497,7 @@ def _region_params(region, act, params, produced, same_scale, repairs, stripped,
     x = weighted_input(region)
     if x is not None:
         w_value = region.match.values["w"]
-        g = stripped.given.get(w_value.name_hint)
-        if g is None:
-            raise QdqError(f"'{label}' ({kind}): its weights '{w_value.name_hint}' are float in the model; a QDQ "
-                           f"model to convert gives quantized weights")
+        g = stripped.given[w_value.name_hint]   # (``parameters`` returned a region with float weights to float)
         s_in = params[x].scale
         wp, rerounded = _weights(region, g, s_in, repairs, strict)
         if not rerounded:   # re-rounded weights take their bias along (one repair)
