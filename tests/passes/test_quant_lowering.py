@@ -120,26 +120,15 @@ def test_mlir_opt_reads_the_nearest_even_lowering(name, folded):
     assert _normalize_ssa(proc.stdout) == _normalize_ssa(out)
 
 
-UNRANKED_PER_AXIS = (
-    "func.func @f(%arg0: tensor<*x!quant.uniform<i8:f32:1, {2.0:10, 3.0:20}>>) -> tensor<*xf32> {\n"
-    "  %0 = quant.dcast %arg0 : tensor<*x!quant.uniform<i8:f32:1, {2.0:10, 3.0:20}>> to tensor<*xf32>\n"
-    "  return %0 : tensor<*xf32>\n}\n")
-
-
-def test_what_quantir_does_not_lower_is_refused_at_the_cast():
-    code, out, err = quantir_opt(["-", "--lower-quant-ops"], UNRANKED_PER_AXIS)
+def test_float_storage_is_refused_at_the_cast():
+    """quantir reads f8 storage types; the lowering has no integer ops for them (mlir-opt 22.1.8
+    itself rejects the type: 'illegal storage type size')."""
+    text = ("func.func @f(%arg0: f32) -> !quant.uniform<f8E4M3FN:f32, 2.0> {\n"
+            "  %0 = quant.qcast %arg0 : f32 to !quant.uniform<f8E4M3FN:f32, 2.0>\n"
+            "  return %0 : !quant.uniform<f8E4M3FN:f32, 2.0>\n}\n")
+    code, out, err = quantir_opt(["-", "--lower-quant-ops"], text)
     assert code == 1 and out == ""
-    assert re.match(r"<stdin>:2:8: error: 'quant\.dcast': --lower-quant-ops lowers .* on ranked tensors only", err), err
-
-
-@pytest.mark.oracle
-@needs_mlir_opt
-def test_mlir_opt_lowers_what_quantir_refuses():
-    """The gap, measured: upstream lowers a per-axis cast of an unranked tensor (reshaping it
-    around the axis with shape ops); if it ever stops, the refusal above is no longer a gap."""
-    proc = run_mlir_opt(UNRANKED_PER_AXIS, "--lower-quant-ops")
-    assert proc.returncode == 0, proc.stderr
-    assert "linalg.generic" in proc.stdout and "shape.shape_of" in proc.stdout
+    assert err.startswith("<stdin>:2:8: error: 'quant.qcast': --lower-quant-ops needs integer storage, got f8E4M3FN")
 
 
 def test_passes_run_in_command_line_order():

@@ -27,8 +27,10 @@ order, so that the printed text matches up to nothing):
   ranked tensors become a ``linalg.generic`` over the tensor with the scales and zero points as
   dense constants read through an affine map (``(d0, d1) -> (d1)``; ``d1 floordiv 4`` for a
   block, ``0`` for a dimension without blocks), the same formula in its body (the zero point
-  always applied). A per-axis cast of an unranked tensor (upstream reshapes it around the axis)
-  is refused with an :class:`~quantir.errors.UnsupportedOpError`.
+  always applied). A per-axis cast of an unranked tensor is reshaped to ``?xCx?`` around its
+  axis first (``shape.split_at`` and ``shape.num_elements`` of the extents before and after it)
+  and back after. Float storage types are refused with an
+  :class:`~quantir.errors.UnsupportedOpError`.
   As upstream's dialect conversion, a cast that folds (``dcast(qcast(x)) -> x``) is folded
   instead of lowered.
 """
@@ -284,6 +286,23 @@ class _Emitter:
         flat_shape = self.op(tensor.FROM_ELEMENTS, [count], TensorType((1,), IndexType()))
         return self.op(tensor.RESHAPE, [x, flat_shape], TensorType((None,), t.element_type)), extents
 
+    def flatten_around(self, x: Value, axis: int, channels: int) -> tuple[Value, Value]:
+        """An unranked ``x`` as ``?xCx?`` with its quantized axis in the middle (the products of
+        the extents before and after it, from ``shape.split_at``), and its extents."""
+        index = IndexType()
+        extents_t = TensorType((None,), index)
+        extents = self.op(shape.SHAPE_OF, [x], extents_t)
+        at_axis = self.constant(IntegerAttr(axis, index), index)
+        after_axis = self.constant(IntegerAttr(axis + 1, index), index)
+        sizes = []
+        for cut, part in ((at_axis, 0), (after_axis, 1)):
+            split = self.block.insert_before(self.anchor, Operation(shape.SPLIT_AT, [extents, cut],
+                                                                    [extents_t, extents_t], loc=self.anchor.loc))
+            sizes.append(self.op(shape.NUM_ELEMENTS, [split.results[part]], index))
+        middle = self.constant(IntegerAttr(channels, index), index)
+        shape3 = self.op(tensor.FROM_ELEMENTS, [sizes[0], middle, sizes[1]], TensorType((3,), index))
+        return self.op(tensor.RESHAPE, [x, shape3], TensorType((None, channels, None), x.type.element_type)), extents
+
     def unflatten(self, x: Value, extents: Value | None) -> Value:
         if extents is None:
             return x
@@ -298,11 +317,13 @@ class _Emitter:
 
 def _check_lowerable(op: Operation, q: Type, shaped: Type) -> UniformQuantizedType:
     where = f"'{op.name}'"
-    if isinstance(q, (UniformQuantizedPerAxisType, UniformQuantizedSubChannelType)):
+    if isinstance(q, UniformQuantizedSubChannelType):
         if not isinstance(shaped, TensorType) or not shaped.is_ranked:
             raise UnsupportedOpError(
-                f"{where}: --lower-quant-ops lowers {q} on ranked tensors only (upstream reshapes an "
-                f"unranked one around the axis with 'shape' ops, which quantir does not emit)", op.loc)
+                f"{where}: --lower-quant-ops lowers {q} on ranked tensors only: a sub-channel type needs "
+                f"the tensor's rank", op.loc)
+    elif isinstance(q, UniformQuantizedPerAxisType):
+        pass
     elif not isinstance(q, UniformQuantizedType):
         raise UnsupportedOpError(f"{where}: --lower-quant-ops needs a !quant.uniform type, got {q}", op.loc)
     if not isinstance(q.storage_type, IntegerType):
@@ -320,7 +341,7 @@ def _int_dtype(width: int):
     return np.int8 if width <= 8 else np.int16 if width <= 16 else np.int32 if width <= 32 else np.int64
 
 
-def _channel_params(q, rank: int) -> tuple[np.ndarray, np.ndarray, linalg.AffineMapAttr]:
+def _channel_params(q, rank: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray, linalg.AffineMapAttr]:
     """Scales and zero points as arrays (zero points wrapped to the storage width, as MLIR's
     dense attributes hold them), and the map from a tensor index to their index."""
     width = q.storage_width
@@ -328,7 +349,7 @@ def _channel_params(q, rank: int) -> tuple[np.ndarray, np.ndarray, linalg.Affine
     zps = [(z + wrap // 2) % wrap - wrap // 2 for z in q.zero_points]
     if isinstance(q, UniformQuantizedPerAxisType):
         shape: tuple[int, ...] = (len(q.scales),)
-        results: tuple[str, ...] = (f"d{q.quantized_dimension}",)
+        results: tuple[str, ...] = (f"d{q.quantized_dimension if axis is None else axis}",)
     else:
         shape = tuple(q.shape)
         blocks = dict(q.block_sizes)
@@ -348,8 +369,12 @@ def _lower_per_channel(op: Operation, block: Block, options: LowerQuantOptions, 
     x = op.operands[0]
     if not quantize:
         x = e.op(quant.SCAST, [x], _with_element(x.type, int_t))
+    extents, axis = None, None
+    if not x.type.is_ranked:   # per-axis only (checked): reshaped to ?xCx?, the axis in the middle
+        x, extents = e.flatten_around(x, q.quantized_dimension, len(q.scales))
+        axis = 1
     rank = x.type.rank
-    scales, zps, param_map = _channel_params(q, rank)
+    scales, zps, param_map = _channel_params(q, rank, axis)
     scale_c = e.constant(DenseElementsAttr(scales, TensorType(scales.shape, float_t)),
                          TensorType(scales.shape, float_t))
     zp_c = e.constant(DenseElementsAttr(zps, TensorType(zps.shape, int_t)), TensorType(zps.shape, int_t))
@@ -380,7 +405,7 @@ def _lower_per_channel(op: Operation, block: Block, options: LowerQuantOptions, 
     identity = linalg.AffineMapAttr(rank, tuple(f"d{i}" for i in range(rank)))
     loop = block.insert_before(op, linalg.generic([x, scale_c, zp_c], [init], (identity, param_map, param_map,
                                                                              identity), body, op.loc))
-    result = loop.results[0]
+    result = e.unflatten(loop.results[0], extents)
     return e.op(quant.SCAST, [result], op.results[0].type) if quantize else result
 
 

@@ -126,6 +126,11 @@ class Namer:
     def number_op(self, op: Operation, special: bool = True) -> None:
         if not op.results:
             return
+        hints = shape.RESULT_NAMES.get(op.opdef) if special else None
+        if hints is not None and len(hints) == len(op.results):   # one name per result
+            for r, h in zip(op.results, hints):
+                self.names[id(r)] = self.unique(h)
+            return
         hint = _asm_result_name(op) if special else None
         if hint is not None and len(op.results) == 1:
             self.names[id(op.results[0])] = self.unique(hint)
@@ -150,7 +155,7 @@ class Namer:
         group = self.groups.get(id(op))
         if group is not None:
             return f"%{group}:{len(op.results)} = "
-        return f"{self.use(op.results[0])} = "
+        return ", ".join(self.use(r) for r in op.results) + " = "
 
 
 def _sanitize(name: str) -> str:

@@ -56,3 +56,17 @@ func.func @second(%arg0: tensor<2x3x!quant.uniform<i8:f32:0, {1.0, 2.0}>>, %arg1
   %1 = quant.dcast %arg1 : tensor<2x3x!quant.uniform<i8:f32:1, {1.0, 2.0, 3.0}>> to tensor<2x3xf32>
   return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+func.func @dcast_per_axis_unranked(%arg0: tensor<*x!quant.uniform<i8:f32:1, {2.0:10, 3.0:20}>>) -> tensor<*xf32> {
+  %0 = quant.dcast %arg0 : tensor<*x!quant.uniform<i8:f32:1, {2.0:10, 3.0:20}>> to tensor<*xf32>
+  return %0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @qcast_per_axis_unranked_unsigned_bounds(%arg0: tensor<*xf16>) -> tensor<*x!quant.uniform<u8<1:255>:f16:0, {2.0:10, 3.0:20, 0.5}>> {
+  %0 = quant.qcast %arg0 : tensor<*xf16> to tensor<*x!quant.uniform<u8<1:255>:f16:0, {2.0:10, 3.0:20, 0.5}>>
+  return %0 : tensor<*x!quant.uniform<u8<1:255>:f16:0, {2.0:10, 3.0:20, 0.5}>>
+}
