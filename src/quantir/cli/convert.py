@@ -29,8 +29,11 @@ def _is_integer(module) -> bool:
 
 
 def _is_qdq(module) -> bool:
+    """A QDQ model has activation pairs: a DequantizeLinear reading a QuantizeLinear (a QOperator
+    model's QuantizeLinear feeds QLinear ops instead)."""
     from ..ir.dialects import nn
-    return any(op.opdef in (nn.QUANTIZE_LINEAR, nn.DEQUANTIZE_LINEAR) for op in module.main.ops)
+    return any(op.opdef is nn.DEQUANTIZE_LINEAR and getattr(getattr(op.operands[0], "op", None), "opdef", None)
+               is nn.QUANTIZE_LINEAR for op in module.main.ops)
 
 
 def _convert_qdq(args: argparse.Namespace, out) -> int:
