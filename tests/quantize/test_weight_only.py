@@ -281,9 +281,24 @@ def test_cli_needs_data_outside_weight_only_mode(model_path, tmp_path, capsys):
     assert "needs calibration data: --data CALIB.npz (or --weights-only" in capsys.readouterr().err
     assert cli(["quantize", str(model_path), "--block", "32", "-o", str(tmp_path / "q.onnx")]) == 1
     assert "apply to --weights-only" in capsys.readouterr().err
-    assert cli(["quantize", str(model_path), "--weights-only", "int4", "-o", str(tmp_path / "q.tflite")]) == 1
-    assert "written as .onnx or .mlir" in capsys.readouterr().err
+    assert cli(["quantize", str(model_path), "--weights-only", "int4", "-o", str(tmp_path / "q.pb")]) == 1
+    assert "written as .onnx, .mlir or .tflite" in capsys.readouterr().err
+    # LiteRT's reference kernels cannot run block-wise weights: a .tflite takes per-channel ones only
+    assert cli(["quantize", str(model_path), "--weights-only", "int4", "--block", "32", "-o",
+                str(tmp_path / "q.tflite")]) == 1
+    assert "block_size=None" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_writes_a_per_channel_weight_only_tflite(model_path, tmp_path, capsys):
+    pytest.importorskip("ai_edge_litert.interpreter")
+    out = tmp_path / "q.tflite"
+    assert cli(["quantize", str(model_path), "--weights-only", "int4", "-o", str(out)]) == 0
+    assert "file size:" in capsys.readouterr().out
+    from quantir.backends.tflite.reader import load_model
+    model = load_model(out)
+    ops = {model.operator_codes[op.opcode_index].name for op in model.subgraphs[0].operators}
+    assert "DEQUANTIZE" in ops
 
 
 def test_cli_refuses_to_overwrite_its_input(model_path, capsys):

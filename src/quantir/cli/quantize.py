@@ -184,9 +184,9 @@ def run_weights_only(args: argparse.Namespace) -> int:
     from ..fileio import check_outputs
     from ..quantize.weight_only import WeightOnlyConfig
 
-    if Path(args.output).suffix not in (".onnx", ".mlir"):
+    if Path(args.output).suffix not in (".onnx", ".mlir", ".tflite"):
         raise OutputError(f"unknown output format '{Path(args.output).suffix}' for {args.output}: a weight-only "
-                          f"model is written as .onnx or .mlir")
+                          f"model is written as .onnx, .mlir or .tflite (per-channel weights only)")
     if args.summary and Path(args.summary).suffix != ".json":
         raise OutputError(f"--summary {args.summary}: the summary is JSON; give a path ending in .json")
     data = list(args.data or ())
