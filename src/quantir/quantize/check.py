@@ -14,6 +14,7 @@ from ..ir.dialects.hybrid import HYBRID_OPS
 from ..types import QuantizedType
 from . import ops, spec
 from .check_hybrid import hybrid_rows
+from .check_weight_only import weight_only_rows
 from .views import plain_view, qparams_of  # noqa: F401  (the IR's spec views)
 
 # casts the spec has no row for (a scast reinterprets storage, a dcast is LiteRT's DEQUANTIZE of
@@ -51,8 +52,10 @@ def check_module(module: Module | Function) -> spec.CheckReport:
             message = limit(op)
             if message:
                 report.violations.append(spec.Violation(op.label or op.name, decl.builtin.name, "options", message))
-    # dynamic-range ops: float32 activations, int8 symmetric weights (check_hybrid)
-    checked, violations = hybrid_rows(fn)
-    report.checked += checked
-    report.violations.extend(violations)
+    # dynamic-range ops: float32 activations, int8 symmetric weights (check_hybrid); weight-only storage
+    # dequantized to float (check_weight_only)
+    for rows in (hybrid_rows, weight_only_rows):
+        checked, violations = rows(fn)
+        report.checked += checked
+        report.violations.extend(violations)
     return report
