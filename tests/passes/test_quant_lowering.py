@@ -78,13 +78,10 @@ def test_mlir_opt_agrees(name):
     assert (code, out) == (0, proc.stdout), err
 
 
-READBACK = [n for n in CASES if "// READBACK: none" not in (GOLDEN / f"{n}.mlir").read_text()]
-
-
-@pytest.mark.parametrize("name", READBACK)
+@pytest.mark.parametrize("name", CASES)
 def test_quantir_reads_mlir_opt_output_back(name):
-    """The arith/tensor/shape ops of the lowering parse and print unchanged (not linalg.generic:
-    the parser reads no regions)."""
+    """The arith/tensor/shape/linalg ops of the lowering, #map aliases included, parse and print
+    unchanged."""
     text = (GOLDEN / f"{name}.expected").read_text()
     code, out, err = quantir_opt(["-", "--split-input-file"], text)
     assert code == 0, err
@@ -137,3 +134,19 @@ def test_passes_run_in_command_line_order():
     assert code == 0 and "linalg.generic" in out       # still sub-channel when lowered
     code, out, err = quantir_opt(["-", "--normalize-quant-types", "--lower-quant-ops"], text)
     assert code == 0 and "linalg.generic" not in out and "arith.fptosi" in out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("#map = affine_map<(d0)[s0] -> (d0)>\n", "quantir does not support affine maps with symbols"),
+    ("#map = affine_map<(d1) -> (d1)>\n", "quantir reads affine maps with dimensions d0, d1, ... in order"),
+    ("#map = affine_map<(d0) -> (d0)>\nfunc.func @f(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n"
+     "  %0 = tensor.empty() : tensor<2xf32>\n"
+     "  %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = [\"reduction\"]} "
+     "ins(%arg0 : tensor<2xf32>) outs(%0 : tensor<2xf32>) {\n"
+     "  ^bb0(%in: f32, %out: f32):\n    linalg.yield %in : f32\n  } -> tensor<2xf32>\n"
+     "  return %1 : tensor<2xf32>\n}\n", "quantir reads linalg.generic with parallel iterator_types only"),
+])
+def test_what_the_parser_does_not_read_is_a_located_error(text, message):
+    code, out, err = quantir_opt(["-"], text)
+    assert code == 1 and out == ""
+    assert re.match(r"<stdin>:\d+:\d+: error: ", err) and message in err, err

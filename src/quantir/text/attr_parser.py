@@ -327,11 +327,53 @@ class AttrParser(TypeParser):
                 self.parse_location_instance()
                 self.parse_token(Tok.RPAREN, "expected ')' in inline location")
                 raise self.error_at(t.pos, "quantir does not support location attributes")
-            if word in ("affine_map", "affine_set", "sparse", "strided", "distinct"):
+            if word == "affine_map":
+                return self._affine_map()
+            if word in ("affine_set", "sparse", "strided", "distinct"):
                 raise self.error_here(f"quantir does not support '{word}' attributes")
         if self.starts_type():
             return TypeAttr(self.parse_type())
         raise self.wrong_token_error("expected attribute value")
+
+    def _affine_map(self) -> Attribute:
+        """``affine_map<(d0, d1) -> (d0, d1 floordiv 4)>``; each result expression is kept as its
+        tokens joined by spaces (what the quant lowering's maps print as)."""
+        from ..ir.dialects.linalg import AffineMapAttr
+        self.consume()
+        self.parse_token(Tok.LESS, "expected '<' after 'affine_map'")
+        self.parse_token(Tok.LPAREN, "expected '(' at start of dimensional identifiers list")
+        dims = 0
+        while self.tok.kind is not Tok.RPAREN:
+            if self.tok.kind is not Tok.BARE_ID or self.tok.text != f"d{dims}":
+                raise self.error_here("quantir reads affine maps with dimensions d0, d1, ... in order")
+            self.consume()
+            dims += 1
+            if not self.consume_if(Tok.COMMA):
+                break
+        self.parse_token(Tok.RPAREN, "expected ')' at end of dimensional identifiers list")
+        if self.tok.kind is Tok.LSQUARE:
+            raise self.error_here("quantir does not support affine maps with symbols")
+        self.parse_token(Tok.ARROW, "expected '->' or '['")
+        self.parse_token(Tok.LPAREN, "expected '(' at start of affine map range")
+        results: list[str] = []
+        words: list[str] = []
+        depth = 0
+        while depth or self.tok.kind is not Tok.RPAREN:
+            t = self.tok
+            if t.kind is Tok.EOF:
+                raise self.error_here("expected ')' at end of affine map range")
+            if t.kind is Tok.COMMA and not depth:
+                results.append(" ".join(words))
+                words = []
+            else:
+                depth += (t.kind is Tok.LPAREN) - (t.kind is Tok.RPAREN)
+                words.append(t.text)
+            self.consume()
+        if words:
+            results.append(" ".join(words))
+        self.parse_token(Tok.RPAREN, "expected ')' at end of affine map range")
+        self.parse_token(Tok.GREATER, "expected '>' at end of affine map")
+        return AffineMapAttr(dims, tuple(results))
 
     def _symbol_ref(self) -> SymbolRefAttr:
         t = self.consume()

@@ -174,6 +174,9 @@ class AttrPrinter:
             return self._dense(a)
         if isinstance(a, DenseResourceAttr):
             return self._dense_resource(a)
+        from ..ir.dialects.linalg import AffineMapAttr
+        if isinstance(a, AffineMapAttr):   # inline: only linalg.generic's maps get #map aliases
+            return str(a)
         raise TypeError(f"cannot print attribute {a!r}")
 
     def _integer(self, a: IntegerAttr, elide_type: bool) -> str:

@@ -36,7 +36,7 @@ from ..ir import opdef as _opdef
 from ..ir.attributes import (ArrayAttr, Attribute, BoolAttr, DenseArrayAttr, DictAttr,
                              StringAttr, SymbolRefAttr, TypeAttr, UnitAttr)
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.dialects import arith, arith_ops, func, quant, shape, tensor
+from ..ir.dialects import arith, arith_ops, func, linalg, quant, shape, tensor
 from ..types import FunctionType, IndexType, IntegerType, NoneType, TensorType, Type
 from ..types.lexer import MAX_INT_DIGITS, Source, Tok, Token
 from ..types.parser import add_followup
@@ -46,7 +46,7 @@ from .resources import ResourceSectionParser
 __all__ = ["parse_module", "parse_source"]
 
 _QUANT_CASTS = {"quant.qcast": quant.QCAST, "quant.dcast": quant.DCAST, "quant.scast": quant.SCAST}
-_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant", "tensor", "shape"}  # dialects with custom syntax here
+_KNOWN_DIALECTS = {"builtin", "func", "arith", "quant", "tensor", "shape", "linalg"}  # dialects with custom syntax here
 # Files are decoded with surrogateescape (text.files): U+DC80..U+DCFF stand for bytes that are not
 # UTF-8 and are kept; any other surrogate cannot be encoded back and is refused up front.
 _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
@@ -501,6 +501,10 @@ class _ModuleParser(ResourceSectionParser):
         if name == "arith.constant":
             return self._constant(loc)
         opdef = _opdef.lookup(name)
+        if opdef is linalg.GENERIC:
+            return self._linalg_generic(scope, loc)
+        if opdef in (linalg.YIELD, tensor.EMPTY):
+            return self._yield_or_empty(opdef, scope, loc)
         if opdef is not None and (opdef in arith_ops.SYNTAX or opdef in tensor.ASM_NAMES or opdef in shape.SYNTAX):
             return self._lowering_op(opdef, scope, loc)
         if dialect in _KNOWN_DIALECTS:
@@ -578,6 +582,77 @@ class _ModuleParser(ResourceSectionParser):
         else:  # tensor.dim
             operands, result = [self._resolve(scope, first, t), self._resolve(scope, second, index)], index
         return Operation(opdef, operands, [result], attrs, loc)
+
+    def _operand_list(self) -> list[tuple[str, int, int]]:
+        uses = []
+        if self.tok.kind is Tok.PERCENT_ID:
+            uses.append(self._ssa_use())
+            while self.consume_if(Tok.COMMA):
+                uses.append(self._ssa_use())
+        return uses
+
+    def _type_list(self, n: int, what: str) -> list[Type]:
+        types = [self.parse_type()] if n else []
+        while len(types) < n:
+            self.parse_token(Tok.COMMA, f"expected ',' in {what}")
+            types.append(self.parse_type())
+        return types
+
+    def _yield_or_empty(self, opdef, scope: _Scope, loc: Location) -> Operation:
+        """``linalg.yield %a, ... : T, ...`` and ``tensor.empty(%d, ...) : T``."""
+        if opdef is tensor.EMPTY:
+            self.parse_token(Tok.LPAREN, "expected '('")
+            uses = self._operand_list()
+            self.parse_token(Tok.RPAREN, "expected ')'")
+        else:
+            uses = self._operand_list()
+        attrs = self.parse_optional_attr_dict()
+        if opdef is tensor.EMPTY:
+            self.parse_token(Tok.COLON, "expected ':'")
+            result = self.parse_type()
+            return Operation(opdef, [self._resolve(scope, u, IndexType()) for u in uses], [result], attrs, loc)
+        types = []
+        if uses:
+            self.parse_token(Tok.COLON, "expected ':'")
+            types = self._type_list(len(uses), "yield types")
+        return Operation(opdef, [self._resolve(scope, u, t) for u, t in zip(uses, types)], [], attrs, loc)
+
+    def _linalg_generic(self, scope: _Scope, loc: Location) -> Operation:
+        """``linalg.generic {indexing_maps = [...], iterator_types = [...]} ins(... : ...)
+        outs(... : ...) { ^bb0(...): ... } -> T`` with parallel loops only (what the quant
+        lowering emits)."""
+        pos = self.tok.pos
+        attrs = self.parse_optional_attr_dict()
+        maps = attrs.pop("indexing_maps", None)
+        loops = attrs.pop("iterator_types", None)
+        if not (isinstance(maps, ArrayAttr) and all(isinstance(m, linalg.AffineMapAttr) for m in maps.value)):
+            raise self.error_at(pos, "custom op 'linalg.generic' expects 'indexing_maps' to be an array of affine maps")
+        if not (isinstance(loops, ArrayAttr) and all(getattr(x, "value", None) == "parallel" for x in loops.value)):
+            raise self.error_at(pos, "quantir reads linalg.generic with parallel iterator_types only")
+        groups = {}
+        for word in ("ins", "outs"):
+            if self.tok.kind is Tok.BARE_ID and self.tok.text == word:
+                self.consume()
+                self.parse_token(Tok.LPAREN, "expected '('")
+                uses = self._operand_list()
+                self.parse_token(Tok.COLON, "expected ':'")
+                types = self._type_list(len(uses), f"'{word}' types")
+                self.parse_token(Tok.RPAREN, "expected ')'")
+                groups[word] = [self._resolve(scope, u, t) for u, t in zip(uses, types)]
+        body = self._region(None, None)  # type: ignore[arg-type]
+        if body is None or not body.ops or body.ops[-1].opdef is not linalg.YIELD:
+            raise self.error_at(pos, "linalg.generic's body must end with linalg.yield")
+        results = []
+        if self.consume_if(Tok.ARROW):
+            results = [self.parse_type()]
+            while self.consume_if(Tok.COMMA):
+                results.append(self.parse_type())
+        ins, outs = groups.get("ins", []), groups.get("outs", [])
+        if [v.type for v in outs] != results:
+            raise self.error_at(pos, "linalg.generic's result types must be its 'outs' types")
+        op = linalg.generic(ins, outs, maps.value, body, loc)
+        op.attributes.update(attrs)
+        return op
 
     def _shape_op(self, opdef, scope: _Scope, loc: Location) -> Operation:
         """``shape.X %a : T -> R``, ``tensor.from_elements %a, ... : T`` and

@@ -1,5 +1,4 @@
 // FLAGS: --split-input-file --lower-quant-ops
-// READBACK: none (quantir prints linalg.generic but does not parse regions)
 // Per-axis and sub-channel quant.qcast / quant.dcast into linalg.generic, as upstream MLIR
 // (mlir-opt 22.1.8 wrote lower_quant_ops_per_channel.expected from this file).
 

@@ -5,7 +5,8 @@ map onto their smaller tensor) and ``linalg.yield``s the output element.
 
 quantir's ops have no regions, so this op is a :class:`RegionOperation`: an ``Operation`` with
 one ``body`` block (arguments ``%in...``/``%out``). The printer writes MLIR's custom form with
-``#map`` aliases at the top of the module; the parser does not read it back.
+``#map`` aliases at the top of the module, and the parser reads it back (parallel loops only;
+affine maps whose results are kept as their tokens, as ``d1 floordiv 4``).
 """
 from __future__ import annotations
 
