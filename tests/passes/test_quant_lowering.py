@@ -150,3 +150,16 @@ def test_what_the_parser_does_not_read_is_a_located_error(text, message):
     code, out, err = quantir_opt(["-"], text)
     assert code == 1 and out == ""
     assert re.match(r"<stdin>:\d+:\d+: error: ", err) and message in err, err
+
+
+@pytest.mark.oracle
+@needs_mlir_opt
+def test_canonicalize_golden_agrees_with_mlir_opt():
+    """tests/text/golden/canonicalize.mlir (the quant folds), checked there against iree-opt's
+    FileCheck lines, is also mlir-opt 22.1.8's output byte for byte."""
+    path = Path(__file__).resolve().parents[1] / "text" / "golden" / "canonicalize.mlir"
+    flags = ["--split-input-file", "--canonicalize"]
+    proc = run_mlir_opt(path.read_text(), "--allow-unregistered-dialect", *flags)
+    assert proc.returncode == 0, proc.stderr
+    code, out, err = quantir_opt([str(path), *flags])
+    assert (code, out) == (0, proc.stdout), err
