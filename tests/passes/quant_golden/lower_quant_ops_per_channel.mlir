@@ -69,3 +69,12 @@ func.func @qcast_per_axis_unranked_unsigned_bounds(%arg0: tensor<*xf16>) -> tens
   %0 = quant.qcast %arg0 : tensor<*xf16> to tensor<*x!quant.uniform<u8<1:255>:f16:0, {2.0:10, 3.0:20, 0.5}>>
   return %0 : tensor<*x!quant.uniform<u8<1:255>:f16:0, {2.0:10, 3.0:20, 0.5}>>
 }
+
+// -----
+
+func.func @sub_channel_dynamic_dim(%arg0: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %0 = quant.qcast %arg0 : tensor<?x4xf32> to tensor<?x4x!quant.uniform<u8<0:200>:f32:{1:2}, {{2.0:100, 3.0:50}}>>
+  %1 = "test.use"(%0) : (tensor<?x4x!quant.uniform<u8<0:200>:f32:{1:2}, {{2.0:100, 3.0:50}}>>) -> tensor<?x4x!quant.uniform<u8<0:200>:f32:{1:2}, {{2.0:100, 3.0:50}}>>
+  %2 = quant.dcast %1 : tensor<?x4x!quant.uniform<u8<0:200>:f32:{1:2}, {{2.0:100, 3.0:50}}>> to tensor<?x4xf32>
+  return %2 : tensor<?x4xf32>
+}
