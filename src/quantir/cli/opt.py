@@ -35,8 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per-tensor quant.qcast/dcast into arith and tensor ops as upstream MLIR "
                              "(truncating fptosi; see --lower-quant-round)")
     parser.add_argument("--lower-quant-round", choices=("truncate", "nearest-even"), default="truncate",
-                        help="quantir's option for --lower-quant-ops: 'nearest-even' puts math.roundeven "
-                             "before the float->int cast (default: truncate, as upstream)")
+                        help="quantir's option for --lower-quant-ops: 'nearest-even' rounds x / scale with "
+                             "math.roundeven before the zero point is added, as ONNX QuantizeLinear "
+                             "(default: truncate, as upstream)")
     parser.add_argument("--mlir-print-op-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, metavar="N", default=None,
                         help="print elements attributes of more than N elements as dense_resource<__elided__>")

@@ -18,9 +18,11 @@ order, so that the printed text matches up to nothing):
       dcast:  real   = (sitofp(stored) - sitofp(zp)) * scale      (- zp only when zp != 0)
 
   ``fptosi`` truncates toward zero -- upstream's choice, not LiteRT's rounding (docs/numerics.md
-  §5); ``round="nearest-even"`` puts a ``math.roundeven`` before it instead (quantir's option,
-  not upstream's). Unsigned storage uses ``uitofp``/``fptoui``/``maxui``/``minui``; the clamp is
-  emitted only when the type narrows its storage range. Tensors get their scalar constants
+  §5); ``round="nearest-even"`` rounds ``x / scale`` with ``math.roundeven`` before the zero
+  point is added, which is ONNX's QuantizeLinear (quantir's option, not upstream's; rounding
+  after an odd zero point would move ties to the other neighbour). Unsigned storage uses
+  ``uitofp``/``fptoui``/``maxui``/``minui``; the clamp is emitted only when the type narrows its
+  storage range. Tensors get their scalar constants
   through ``tensor.splat``, with a ``tensor.dim`` per dynamic dimension. An unranked tensor is
   flattened to 1-d first (``shape.shape_of``, ``shape.num_elements``, ``tensor.from_elements``,
   ``tensor.reshape``) and reshaped back to its extents after. Per-axis and sub-channel types on
@@ -237,7 +239,7 @@ def strip_func_quant_types(module: Module) -> bool:
 
 @dataclass(frozen=True)
 class LowerQuantOptions:
-    round: str = "truncate"   # or "nearest-even": math.roundeven before the float -> int cast
+    round: str = "truncate"   # or "nearest-even": math.roundeven of x / scale, before + zp
 
     def __post_init__(self):
         if self.round not in ROUNDING:
@@ -388,9 +390,9 @@ def _lower_per_channel(op: Operation, block: Block, options: LowerQuantOptions, 
     to_float = arith_ops.SITOFP if signed else arith_ops.UITOFP
     if quantize:
         y = b.op(arith_ops.DIVF, [value, scale], float_t)
-        y = b.op(arith_ops.ADDF, [y, b.op(to_float, [zp], float_t)], float_t)
         if options.round == "nearest-even":
             y = b.op(ROUNDEVEN, [y], float_t)
+        y = b.op(arith_ops.ADDF, [y, b.op(to_float, [zp], float_t)], float_t)
         y = b.op(arith_ops.FPTOSI if signed else arith_ops.FPTOUI, [y], int_t)
         if _narrowed(q):
             lo, hi = b.int_constant(q.storage_min, int_t), b.int_constant(q.storage_max, int_t)
@@ -423,12 +425,12 @@ def _lower_qcast(op: Operation, block: Block, options: LowerQuantOptions) -> Val
     zp = e.int_constant(qt.zero_point, int_t)
     e.take_dims(x)
     y = e.op(arith_ops.DIVF, [x, e.broadcast(scale, x.type)], x.type)
+    if options.round == "nearest-even":   # x / scale is rounded, then the zero point added (ONNX)
+        y = e.op(ROUNDEVEN, [y], x.type)
     if qt.zero_point != 0:
         zp_t = e.broadcast(zp, _with_element(x.type, int_t))
         zp_f = e.op(arith_ops.SITOFP if signed else arith_ops.UITOFP, [zp_t], x.type)
         y = e.op(arith_ops.ADDF, [y, zp_f], x.type)
-    if options.round == "nearest-even":
-        y = e.op(ROUNDEVEN, [y], x.type)
     stored_t = _with_element(x.type, int_t)
     stored = e.op(arith_ops.FPTOSI if signed else arith_ops.FPTOUI, [y], stored_t)
     if _narrowed(qt):
