@@ -19,7 +19,9 @@ tensor is. The conversion
    to -127 (one step, scales kept); asymmetric or block-wise weights are re-rounded symmetric per
    channel; a bias at another scale than input × weight is re-quantized at that scale. An op the
    model leaves float whose only readers are same-scale ops takes their parameters (no float
-   island). ``strict=True`` refuses instead, naming the node.
+   island); a max pool or reshape the model leaves float after a quantized input takes that
+   input's parameters (QAT exports quantize only after conv/linear; exact, as the op moves values).
+   ``strict=True`` refuses instead, naming the node.
 
 uint8 activations (ONNX Runtime's default ``QUInt8``) are the same real values in int8 with the
 zero point minus 128, exactly; int4 weights widen to int8 exactly. Block-wise weights have no
@@ -409,6 +411,10 @@ def parameters(stripped: Stripped, annotation: Annotation, strict: bool = False)
 
     if not strict:
         given = {**given, **_through_same_scale(annotation, given, repairs)}
+        carried = _from_same_scale_input(annotation, given, repairs)
+        given = {**given, **carried}
+        for name in carried:   # the float value the file computes there: measured against it
+            stripped.file_tensor.setdefault(name, name)
 
     def act(v: Value) -> ActParams | None:
         g = given.get(v.name_hint)
@@ -459,6 +465,33 @@ def _through_same_scale(annotation: Annotation, given: dict[str, Given], repairs
                          "quantized with that reader's parameters, so no float island is left")
         repair.tensor = readers[0].output.name_hint   # the first tensor the model quantizes after it
         repairs.append(repair)
+    return found
+
+
+# same-scale ops whose output is exactly a selection or rearrangement of their input's values
+_INEXACT_SAME_SCALE = frozenset({"AVERAGE_POOL_2D", "RESIZE_BILINEAR"})
+
+
+def _from_same_scale_input(annotation: Annotation, given: dict[str, Given], repairs: list[Repair]) -> dict[str, Given]:
+    """Parameters for same-scale region outputs the model leaves float but whose one activation input
+    it quantizes: the input's. A QAT export (torch.ao eager) quantizes after conv/linear only; a
+    MaxPool or Flatten after it runs on the quantized tensor and keeps its parameters, so the file
+    has no pair there. Only ops that select or move values: their output lies on the input's grid,
+    so these parameters represent the file's float tensor exactly (averaging ops stay float)."""
+    found: dict[str, Given] = {}
+    for region in annotation.regions:
+        out = region.output
+        if (not _same_scale(region) or region.pattern.op.builtin.name in _INEXACT_SAME_SCALE
+                or out.name_hint in given or out.name_hint in found):
+            continue
+        acts = [v for v in region.inputs if constant_array(v) is None]
+        g = (given.get(acts[0].name_hint) or found.get(acts[0].name_hint)) if len(acts) == 1 else None
+        if g is None or not g.per_tensor:
+            continue
+        found[out.name_hint] = g
+        repairs.append(_repair(region, region.label,
+                               f"the model leaves its output float after quantized '{acts[0].name_hint}'",
+                               "quantized with its input's parameters (exact: the op keeps its input's values)"))
     return found
 
 
