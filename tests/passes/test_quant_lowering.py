@@ -216,3 +216,10 @@ def test_lowered_casts_compute_what_they_say(qtype, dtype, scale, zp):
         got = [int(m) & (0xFF if dtype == "uint8" else -1)   # i8 constants print signed
                for m in re.findall(r"arith\.constant (-?\d+) : i8", proc.stdout)]
         assert got == want.tolist(), flags
+
+
+def test_generic_form_of_a_region_is_refused_not_garbled():
+    text = (GOLDEN / "lower_quant_ops_per_channel.mlir").read_text()
+    code, out, err = quantir_opt(["-", "--split-input-file", "--lower-quant-ops", "--mlir-print-op-generic"], text)
+    assert code == 1
+    assert "error: 'linalg.generic': quantir prints an op with a region in its custom form only" in err

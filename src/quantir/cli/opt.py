@@ -126,8 +126,11 @@ def _process_chunk(source, lines: list[str], start: int, end: int, args) -> tupl
         except QuantirError as e:
             return "", render_error(e, lines, module), False
     elide = args.mlir_elide_elementsattrs_if_larger
-    printed = print_module(module, large_elements="inline" if elide is None else "elide",
-                           threshold=elide or 0, generic=args.mlir_print_op_generic)
+    try:
+        printed = print_module(module, large_elements="inline" if elide is None else "elide",
+                               threshold=elide or 0, generic=args.mlir_print_op_generic)
+    except QuantirError as e:   # an op the requested form cannot show (a region in generic form)
+        return "", render_error(e, lines, module), False
     return printed + "\n", err, ok
 
 

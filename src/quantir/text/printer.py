@@ -53,6 +53,7 @@ def print_module(module: Module, *, large_elements: str = "resource", threshold:
     }
     """
     p = _Printer(AttrPrinter(large_elements, threshold), generic)
+    p.whole_module = True
     text = p.generic_module(module) if generic else p.module(module)
     return text + p.attrs.resources.section()
 
@@ -194,6 +195,7 @@ class _Printer:
         self.attrs = attrs
         self.generic = generic
         self.map_aliases: dict[str, str] = {}   # affine map text -> '#map1'
+        self.whole_module = False                # print_module: a region op must print in full
 
     # -- custom form ----------------------------------------------------------------------------
     def module(self, m: Module) -> str:
@@ -299,6 +301,10 @@ class _Printer:
 
     # -- generic form ---------------------------------------------------------------------------
     def _generic_op(self, op: Operation, names: Namer, properties: dict[str, Attribute] | None = None) -> str:
+        if getattr(op, "body", None) is not None and self.whole_module:   # (a note may show the head)
+            from ..errors import UnsupportedOpError
+            raise UnsupportedOpError(f"'{op.name}': quantir prints an op with a region in its custom form only; "
+                                     f"print without --mlir-print-op-generic", op.loc)
         a = self.attrs
         attrs = dict(op.attributes)
         if properties is None and op.opdef is arith.CONSTANT and "value" in attrs:

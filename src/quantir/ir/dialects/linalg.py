@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..attributes import Attribute
 from ..core import Block, Operation
-from ..opdef import OpDef, Operand, Trait, close_dialect, register
+from ..opdef import OpDef, Operand, Result, Trait, close_dialect, register
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class RegionOperation(Operation):
 
 GENERIC = register(OpDef(
     "linalg.generic", operands=(Operand("inputs_and_outputs", variadic=True),),   # split by num_inputs
+    results=(Result("results", variadic=True),),
     traits=frozenset({Trait.PURE}), custom_syntax=True,
     summary="An elementwise loop nest; the body computes one output element."))
 
