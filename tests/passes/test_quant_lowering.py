@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.oracle_tools import mlir_opt_path, run_mlir_opt
+from tests.oracle_tools import iree_opt_path, mlir_opt_path, run_iree_opt, run_mlir_opt
 
 GOLDEN = Path(__file__).resolve().parent / "quant_golden"
 CASES = sorted(p.stem for p in GOLDEN.glob("*.mlir"))
@@ -223,3 +223,15 @@ def test_generic_form_of_a_region_is_refused_not_garbled():
     code, out, err = quantir_opt(["-", "--split-input-file", "--lower-quant-ops", "--mlir-print-op-generic"], text)
     assert code == 1
     assert "error: 'linalg.generic': quantir prints an op with a region in its custom form only" in err
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(iree_opt_path() is None, reason="iree-opt not installed")
+@pytest.mark.parametrize("name", CASES)
+def test_iree_opt_reads_the_stored_output_unchanged(name):
+    """A second MLIR build (IREE's, which has no quant passes) parses what the goldens hold --
+    #map aliases, linalg.generic regions, the shape ops -- and prints it back byte for byte."""
+    text = (GOLDEN / f"{name}.expected").read_text()
+    proc = run_iree_opt(text, "--split-input-file")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == text
