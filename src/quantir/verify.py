@@ -238,10 +238,10 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     a time when the model's batch is static).
 
     ``isolated``: also run each op on LiteRT's own input tensors and compare its output with
-    LiteRT's (``VerifyReport.ops``). In a model with float ops (a dynamic-range model), LiteRT's
-    float kernels sum in their own order and call libm, so a one-ulp difference travels down the
-    graph and the end-to-end tensors differ; in isolation every integer-arithmetic op (the hybrid
-    ones included) must still be bit-exact, and each float op shows its own rounding."""
+    LiteRT's (``VerifyReport.ops``). quantir's side runs with ``float_arithmetic="litert"``: its
+    float matmul, sum, mean, softmax and GELU round as LiteRT's reference kernels do, so a
+    dynamic-range model (float ops around hybrid ones) can match end to end; a float op without
+    such a kernel shows its own rounding in isolation."""
     from .backends.tflite.reader import read_model
     from .frontends.tflite import import_tflite
     from .runtime import run
@@ -278,7 +278,8 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
             # quantir first: a sample that would make LiteRT's process abort is reported, not run
             ours = run(imported.module, {ir: chunk[t] for t, ir in zip(in_names, ir_names)},
                        intermediates=list(dict.fromkeys([b.name for b in bound.values()] +
-                                                        [op.operands[0].name_hint for op in softmaxes])))
+                                                        [op.operands[0].name_hint for op in softmaxes])),
+                       float_arithmetic="litert")
             _refuse_aborting_softmax(softmaxes, ours, start)
             outs, theirs = oracle.chunk([chunk[k] for k in in_names], list(bound), start, len(chunk[in_names[0]]))
             for i, arr in zip(sub.outputs, outs):
@@ -315,6 +316,7 @@ def _isolated_ops(fn, bound: dict, theirs: dict[int, np.ndarray], sub) -> dict[t
     tensors for its operands (values with no tensor of their own — layout transposes, constants —
     are computed from the nearest ones that have)."""
     from .runtime.interpreter import kernel_for
+    from .runtime.kernels.litert_float import kernel_for as litert_kernel_for
     named: dict[str, object] = {a.name_hint: a for a in fn.arguments if a.name_hint}
     for op in fn.ops:
         for r in op.results:
@@ -331,7 +333,8 @@ def _isolated_ops(fn, bound: dict, theirs: dict[int, np.ndarray], sub) -> dict[t
     memo: dict = {}
 
     def compute(op) -> tuple:
-        out = kernel_for(op.opdef)(op, *[value(o) for o in op.operands])
+        kernel = litert_kernel_for(op.opdef, "litert") or kernel_for(op.opdef)
+        out = kernel(op, *[value(o) for o in op.operands])
         return out if isinstance(out, tuple) else (out,)
 
     def value(v):

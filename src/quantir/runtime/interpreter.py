@@ -37,6 +37,7 @@ from ..ir.dialects.nn_base import element_dtype
 from ..types import TensorType
 from .kernels import kernel_for as float_kernel_for
 from .kernels.limits import DEFAULT_MAX_TENSOR_BYTES, check_allocation, result_what, tensor_limit
+from .kernels.litert_float import FLOAT_ARITHMETIC, kernel_for as litert_kernel_for
 
 
 class FeedError(QuantirError, KeyError):
@@ -78,9 +79,16 @@ class NamedIO:
 class Interpreter(NamedIO):
     """A planned function. ``Interpreter(module).run(feeds)`` is ``quantir.runtime.run``."""
 
-    def __init__(self, module: Module | Function, *, max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES):
+    def __init__(self, module: Module | Function, *, max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
+                 float_arithmetic: str = "numpy"):
         """``max_tensor_bytes``: the largest tensor (result or kernel scratch) a run may make;
-        None for no limit."""
+        None for no limit. ``float_arithmetic``: "numpy" (the default kernels) or "litert" (float32
+        matmul, sum, mean, softmax and GELU rounded as LiteRT's reference kernels round them; see
+        ``kernels.litert_float``)."""
+        if float_arithmetic not in FLOAT_ARITHMETIC:
+            raise QuantirError(f"float_arithmetic must be one of {_quoted(FLOAT_ARITHMETIC)}, got "
+                               f"{float_arithmetic!r}")
+        self.float_arithmetic = float_arithmetic
         self.max_tensor_bytes = max_tensor_bytes
         self._fits: set[tuple[Operation, tuple]] = set()
         self.fn = module.main if isinstance(module, Module) else module
@@ -89,7 +97,7 @@ class Interpreter(NamedIO):
         self.ops = [op for op in self.fn.ops if op.opdef is not func.RETURN]
         self.kernels = {}
         for op in self.ops:
-            kernel = kernel_for(op.opdef)
+            kernel = litert_kernel_for(op.opdef, float_arithmetic) or kernel_for(op.opdef)
             if kernel is None:
                 raise UnsupportedOpError(_no_kernel_message(op))
             self.kernels[op] = kernel
@@ -192,7 +200,8 @@ class Interpreter(NamedIO):
 
 def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
         intermediates: Sequence[str] | str | None = None, blas_threads: int | None = 1,
-        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES) -> dict[str, np.ndarray]:
+        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
+        float_arithmetic: str = "numpy") -> dict[str, np.ndarray]:
     """Run ``module``'s main function on ``feeds`` (keyed by input name).
 
     Returns the outputs keyed by name in output order (or the values named in ``outputs``),
@@ -200,13 +209,15 @@ def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: 
 
     ``blas_threads`` caps BLAS threads during the run (None: unchanged; see the module notes).
     ``max_tensor_bytes`` caps every tensor the run makes (None: no limit).
+    ``float_arithmetic="litert"`` rounds float32 matmul, sum, mean, softmax and GELU as LiteRT's
+    reference kernels do (for a .tflite: bit-exact with LiteRT); "numpy" (default) uses numpy's.
 
     Raises ``FeedError`` for unknown or missing input names, ``FeedTypeError`` for a wrong
     dtype, ``ShapeError`` for a wrong rank or dim, ``UnsupportedOpError`` for an op
     without a kernel (such as an opaque ``nn.onnx_op``) and ``ResourceError`` for a tensor
     over ``max_tensor_bytes``.
     """
-    interpreter = Interpreter(module, max_tensor_bytes=max_tensor_bytes)
+    interpreter = Interpreter(module, max_tensor_bytes=max_tensor_bytes, float_arithmetic=float_arithmetic)
     return interpreter.run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
 
 
