@@ -239,9 +239,9 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
 
     ``isolated``: also run each op on LiteRT's own input tensors and compare its output with
     LiteRT's (``VerifyReport.ops``). quantir's side runs with ``float_arithmetic="litert"``: its
-    float matmul, sum, mean, softmax and GELU round as LiteRT's reference kernels do, so a
-    dynamic-range model (float ops around hybrid ones) can match end to end; a float op without
-    such a kernel shows its own rounding in isolation."""
+    float matmul, sum, mean, softmax, GELU, exp, log, tanh and sigmoid round as LiteRT's reference
+    kernels do, so a dynamic-range model (float ops around hybrid ones) can match end to end; a
+    float op without such a kernel shows its own rounding in isolation."""
     from .backends.tflite.reader import read_model
     from .frontends.tflite import import_tflite
     from .runtime import run

@@ -83,8 +83,8 @@ class Interpreter(NamedIO):
                  float_arithmetic: str = "numpy"):
         """``max_tensor_bytes``: the largest tensor (result or kernel scratch) a run may make;
         None for no limit. ``float_arithmetic``: "numpy" (the default kernels) or "litert" (float32
-        matmul, sum, mean, softmax and GELU rounded as LiteRT's reference kernels round them; see
-        ``kernels.litert_float``)."""
+        matmul, sum, mean, softmax, GELU, exp, log, tanh and sigmoid rounded as LiteRT's reference
+        kernels round them; see ``kernels.litert_float``)."""
         if float_arithmetic not in FLOAT_ARITHMETIC:
             raise QuantirError(f"float_arithmetic must be one of {_quoted(FLOAT_ARITHMETIC)}, got "
                                f"{float_arithmetic!r}")
@@ -209,8 +209,9 @@ def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: 
 
     ``blas_threads`` caps BLAS threads during the run (None: unchanged; see the module notes).
     ``max_tensor_bytes`` caps every tensor the run makes (None: no limit).
-    ``float_arithmetic="litert"`` rounds float32 matmul, sum, mean, softmax and GELU as LiteRT's
-    reference kernels do (for a .tflite: bit-exact with LiteRT); "numpy" (default) uses numpy's.
+    ``float_arithmetic="litert"`` rounds float32 matmul, sum, mean, softmax, GELU, exp, log, tanh
+    and sigmoid as LiteRT's reference kernels do (for a .tflite: bit-exact with LiteRT); "numpy"
+    (default) uses numpy's.
 
     Raises ``FeedError`` for unknown or missing input names, ``FeedTypeError`` for a wrong
     dtype, ``ShapeError`` for a wrong rank or dim, ``UnsupportedOpError`` for an op

@@ -13,9 +13,11 @@ runs in quantir as LiteRT runs it. What LiteRT's reference kernels do, and what 
   order into a float32 accumulator; MEAN then divides by the count in float32;
 - SOFTMAX: the max, ``e = expf(x - max)`` with the C library's ``expf``, a sequential float32 sum,
   then ``e / sum``;
-- GELU (exact form): ``0.5·x · erfc(−x/√2)`` with Eigen's float ``erfc``: a rational
-  approximation whose large-|x| branch calls Eigen's polynomial ``exp``, every step a float32
-  multiply and a separate add.
+- EXP, LOG, TANH: the C library's expf, logf, tanhf; LOGISTIC: 1 / (1 + expf(−x)) between two
+  cutoffs (1 above the upper one, expf(x) below −9);
+- GELU: ``0.5·x · erfc(−x/√2)`` with Eigen's float ``erfc`` (a rational approximation whose
+  large-|x| branch calls Eigen's polynomial ``exp``); the tanh form with Eigen's rational
+  ``tanh``; every step a float32 multiply and a separate add (LiteRT's x86 build has no FMA).
 
 Every kernel loops only over the reduction axis; the other axes stay vectorized. Operands other
 than float32 go to the default kernels.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import math
 
 import numpy as np
 
@@ -95,11 +98,16 @@ def _reducer(kind: str):
 
 # -- nn.softmax -----------------------------------------------------------------------------------
 @functools.cache
-def _libm_expf():
-    name = ctypes.util.find_library("m") or "libm.so.6"
-    fn = ctypes.CDLL(name).expf
+def _libm(name: str):
+    """The C library's float function ``name`` (expf, logf, tanhf) as a numpy ufunc (one call per
+    element: exact, about 0.3 µs each)."""
+    fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
     fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
     return np.frompyfunc(fn, 1, 1)
+
+
+def libm(name: str, x: np.ndarray) -> np.ndarray:
+    return np.asarray(_libm(name)(x), dtype=F32).reshape(x.shape)
 
 
 # glibc's expf is within 0.502 ulp of exp(x) (its documented bound), and float64 exp rounded to
@@ -119,7 +127,7 @@ def expf(x: np.ndarray) -> np.ndarray:
         near = np.abs(np.abs(frac) - 0.5) < _NEAR_MIDPOINT
     near &= np.isfinite(wide)
     if near.any():
-        out[near] = _libm_expf()(x[near]).astype(F32)
+        out[near] = libm("expf", x[near])
     return out
 
 
@@ -168,7 +176,8 @@ def eigen_exp(x: np.ndarray) -> np.ndarray:
     odd = _madd(r2, p5, p3)
     y = _madd(r2, _madd(r, odd, even), r + F32(1))
     # y·2^m: exact in float64, one rounding to float32 (as Eigen's pldexp, subnormals included)
-    scaled = (y.astype(np.float64) * np.exp2(m.astype(np.float64))).astype(F32)
+    with np.errstate(over="ignore"):
+        scaled = (y.astype(np.float64) * np.exp2(m.astype(np.float64))).astype(F32)
     return np.where(x < F32(-104), F32(0), np.maximum(scaled, x))
 
 
@@ -197,14 +206,55 @@ def eigen_erfc(x_in: np.ndarray) -> np.ndarray:
     return np.where(x2 > F32(1), large, small)
 
 
+# Eigen's float tanh with EIGEN_FAST_MATH (MathFunctionsImpl ptanh_float): an odd 9/8 rational,
+# the input clamped where the rational reaches 1 (the clamp of a build without FMA).
+_TANH_NUM = (1.394553628e-8, 2.102733560e-5, 3.520756727e-3, 1.340216100e-1)
+_TANH_DEN = (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0)
+_TANH_CLAMP = F32(7.90738964080810547)
+
+
+def eigen_tanh(x_in: np.ndarray) -> np.ndarray:
+    x = np.clip(x_in, -_TANH_CLAMP, _TANH_CLAMP)
+    x2 = x * x
+    return _madd(x2 * x, _horner(x2, _TANH_NUM), x) / _horner(x2, _TANH_DEN)
+
+
+_SQRT_2_OVER_PI = F32(math.sqrt(2 / math.pi))
+
+
 def gelu(op, x):
-    if x.dtype != F32 or op.attr("approximate") != "none":
+    if x.dtype != F32:
         return elementwise.KERNELS[nn.UNARY["gelu"]](op, x)
     with np.errstate(over="ignore", invalid="ignore"):
+        if op.attr("approximate") == "tanh":     # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+            inner = _SQRT_2_OVER_PI * (x + F32(0.044715) * ((x * x) * x))
+            return (F32(0.5) * x) * (F32(1) + eigen_tanh(inner))
         return (F32(0.5) * x) * eigen_erfc(x * F32(-0.7071067811865476))
 
 
+# -- element-wise: EXP, LOG, TANH, LOGISTIC ---------------------------------------------------------
+def _elementwise(name: str, fn):
+    default = elementwise.KERNELS[nn.UNARY[name]]
+
+    def kernel(op, x):
+        if x.dtype != F32:
+            return default(op, x)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return fn(x)
+    return kernel
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    """LiteRT's reference LOGISTIC: 1 above its upper cutoff, expf(x) below −9, else 1 / (1 + expf(−x))."""
+    mid = F32(1) / (F32(1) + expf(-x))
+    return np.where(x > F32(16.619047164916992188), F32(1), np.where(x < F32(-9), expf(x), mid))
+
+
 KERNELS = {
+    nn.UNARY["exp"]: _elementwise("exp", expf),
+    nn.UNARY["log"]: _elementwise("log", lambda x: libm("logf", x)),
+    nn.UNARY["tanh"]: _elementwise("tanh", lambda x: libm("tanhf", x)),
+    nn.UNARY["sigmoid"]: _elementwise("sigmoid", _logistic),
     nn.MATMUL: matmul,
     nn.REDUCE["sum"]: _reducer("sum"),
     nn.REDUCE_MEAN: _reducer("mean"),
