@@ -9,7 +9,8 @@ contract, so the same golden files run through both tools.
   ones (see :mod:`quantir.text.diagnostics`); exit 0 iff they are.
 * Passes, run in command-line order: ``--canonicalize``, and upstream's quant passes
   ``--normalize-quant-types``, ``--strip-func-quant-types``, ``--lower-quant-ops``
-  (:mod:`quantir.passes.quant_lowering`).
+  (:mod:`quantir.passes.quant_lowering`), and ``--convert-fake-quant``
+  (:mod:`quantir.passes.fake_quant`).
 
 Imports of the compiler are deferred to :func:`run` so that ``quantir --help`` stays fast.
 """
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="quantir's option for --lower-quant-ops: 'nearest-even' rounds x / scale with "
                              "math.roundeven before the zero point is added, as ONNX QuantizeLinear "
                              "(default: truncate, as upstream)")
+    parser.add_argument("--convert-fake-quant", action=_PassFlag, nargs=0,
+                        help="quant.const_fake_quant(_per_axis) into a quant.qcast/dcast pair with the nudged "
+                             "!quant.uniform type (the original design's conversion; quantir.passes.fake_quant)")
     parser.add_argument("--mlir-print-op-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, metavar="N", default=None,
                         help="print elements attributes of more than N elements as dense_resource<__elided__>")
@@ -57,6 +61,9 @@ class _PassFlag(argparse.Action):
 def _make_pass(name: str, args):
     from ..passes import quant_lowering as ql
     from ..passes.canonicalize import Canonicalize
+    if name == "convert-fake-quant":
+        from ..passes.fake_quant import ConvertFakeQuant
+        return ConvertFakeQuant()
     if name == "lower-quant-ops":
         return ql.LowerQuantOps(ql.LowerQuantOptions(round=getattr(args, "lower_quant_round", "truncate")))
     return {"canonicalize": Canonicalize, "normalize-quant-types": ql.NormalizeQuantTypes,

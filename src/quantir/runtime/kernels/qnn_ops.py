@@ -255,9 +255,14 @@ def clamp(op: Operation, x):
 def qcast(op: Operation, x):
     q = _q(op.results[0].type)
     if isinstance(q, UniformQuantizedPerAxisType):
-        return qk.quantize(x, scale=np.asarray(q.scales), zero_point=np.asarray(q.zero_points),
-                           dtype=q.storage_numpy_dtype, axis=q.quantized_dimension)
-    return qk.quantize(x, scale=q.scale, zero_point=q.zero_point, dtype=q.storage_numpy_dtype)
+        out = qk.quantize(x, scale=np.asarray(q.scales), zero_point=np.asarray(q.zero_points),
+                          dtype=q.storage_numpy_dtype, axis=q.quantized_dimension)
+    else:
+        out = qk.quantize(x, scale=q.scale, zero_point=q.zero_point, dtype=q.storage_numpy_dtype)
+    info = np.iinfo(out.dtype)
+    if (q.storage_min, q.storage_max) != (info.min, info.max):   # i4, u6 in a byte, i8<-127:127>
+        out = np.clip(out, q.storage_min, q.storage_max).astype(out.dtype)
+    return out
 
 
 def dcast(op: Operation, q):
