@@ -48,8 +48,8 @@ HELD_OUT = 32   # calibration samples set aside to measure a budget on (Config.b
 
 def load(path: str | os.PathLike | Any, *, qdq: bool = False) -> Module:
     """A model file as a Module: ``.onnx`` (or an ``onnx.ModelProto``), ``.mlir`` text, int8 ``.tflite``.
-    ``qdq=True``: an ONNX QDQ model as its integer module (``quant``/``qnn`` ops with the model's own
-    parameters, repaired where LiteRT needs it: ``convert_qdq``, whose summary lists the repairs)."""
+    ``qdq=True``: an ONNX QDQ or QOperator model as its integer module (``quant``/``qnn`` ops with the
+    model's own parameters, repaired where LiteRT needs it: ``convert_qdq``, whose summary lists the repairs)."""
     if isinstance(path, Module):
         return path
     if qdq:
@@ -602,13 +602,22 @@ def convert_qdq(model: Any, *, strict: bool = False, samples: Any = None):
     is made and listed in ``summary()`` with its error measured against the QDQ model in ONNX
     Runtime on ``samples`` (arrays or an .npz path keyed by input name; default: 8 random inputs
     over the input's quantized range); ``strict=True`` raises ``QdqError`` instead. Returns a
-    ``from_qdq.Converted`` (``summary()``, ``save()`` to .tflite, .mlir or .onnx)."""
+    ``from_qdq.Converted`` (``summary()``, ``save()`` to .tflite, .mlir or .onnx).
+
+    A QOperator model (``QLinearConv``, ``QLinearMatMul``, ``com.microsoft`` ``QGemm``/``QLinear*``:
+    ``quantize_static(quant_format=QuantFormat.QOperator)``) is first rewritten in memory into the
+    equivalent QDQ model with the same integers and parameters (``frontends.onnx.qoperator_to_qdq``;
+    the file is only read), and repairs are measured against that QDQ model. A quantized op with no
+    QDQ form (dynamic quantization's ``MatMulInteger``, an unknown ``QLinear*``) raises
+    ``UnsupportedOpError`` naming the node."""
     from .frontends.onnx import load_onnx
+    from .frontends.onnx.qoperator_to_qdq import as_qdq
     from .quantize import from_qdq
     from .runtime import run
     if isinstance(model, Module):
         raise QuantirError("convert_qdq reads the ONNX file (a path or ModelProto): a Module has lost its "
                            "QuantizeLinear/DequantizeLinear pairs' origin")
+    model = as_qdq(model)   # a QOperator model as QDQ (a new proto); anything else unchanged
     converted = from_qdq.convert(load_onnx(model, keep_qdq=True, optimize=False), strict=strict)
     if converted.repairs:
         reference_fn = load_onnx(model, keep_qdq=True, optimize=False).main

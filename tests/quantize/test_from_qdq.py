@@ -26,8 +26,8 @@ needs_data = pytest.mark.skipif(not fm.is_available(), reason="Fashion-MNIST is 
 
 
 def ort_quantize_static(path: Path, activations: str = "int8", per_channel: bool = True, n: int = 100,
-                        weights: str = "int8") -> Path:
-    """ONNX Runtime's quantize_static of the Fashion-MNIST CNN (QDQ, int8 weights)."""
+                        weights: str = "int8", quant_format: str = "QDQ") -> Path:
+    """ONNX Runtime's quantize_static of the Fashion-MNIST CNN (QDQ or QOperator, int8 weights)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     xtr, _ = fm.load_fashion_mnist("train")
     x = fm.to_model_input(xtr[:n])
@@ -39,7 +39,7 @@ def ort_quantize_static(path: Path, activations: str = "int8", per_channel: bool
         def get_next(self):
             return next(self.it, None)
     act = QuantType.QInt8 if activations == "int8" else QuantType.QUInt8
-    quantize_static(str(CNN), str(path), Reader(), quant_format=QuantFormat.QDQ, activation_type=act,
+    quantize_static(str(CNN), str(path), Reader(), quant_format=QuantFormat[quant_format], activation_type=act,
                     weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QUInt8, per_channel=per_channel)
     return path
 

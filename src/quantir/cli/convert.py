@@ -4,7 +4,8 @@ An int8 ``.tflite`` (or an integer ``.mlir``) becomes an ONNX QDQ/QOperator mode
 a ``.tflite`` again; a float model becomes float ONNX or IR text. An ONNX QDQ model (quantized
 already: ``QuantizeLinear -> DequantizeLinear`` pairs, e.g. ONNX Runtime's ``quantize_static``)
 becomes the integer model with its own parameters (``quantir.convert_qdq``), repairing what LiteRT's
-int8 spec forbids unless ``--strict``. The input file is only read.
+int8 spec forbids unless ``--strict``; so does a QOperator model (``QLinearConv``, ``QGemm``, ...:
+``quant_format=QuantFormat.QOperator``), rewritten to QDQ in memory first. The input file is only read.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--io", choices=("float", "int8"), default="float", help=".tflite interface (see quantize)")
     p.add_argument("--activations", choices=("int8", "uint8"), default="int8", help="ONNX activation storage")
     p.add_argument("--strict", action="store_true",
-                   help="QDQ input: refuse parameters LiteRT's int8 spec forbids instead of repairing them")
-    p.add_argument("--inputs", help="QDQ input: .npz of samples to measure each repair's error on "
+                   help="QDQ/QOperator input: refuse parameters LiteRT's int8 spec forbids instead of repairing them")
+    p.add_argument("--inputs", help="QDQ/QOperator input: .npz of samples to measure each repair's error on "
                                     "(default: random inputs over the input's quantized range)")
 
 
@@ -34,6 +35,13 @@ def _is_qdq(module) -> bool:
     from ..ir.dialects import nn
     return any(op.opdef is nn.DEQUANTIZE_LINEAR and getattr(getattr(op.operands[0], "op", None), "opdef", None)
                is nn.QUANTIZE_LINEAR for op in module.main.ops)
+
+
+def _is_qoperator(path) -> bool:
+    """A QOperator model: ``QLinear*``/``QGemm`` nodes, or dynamic quantization's integer ops (which
+    ``convert_qdq`` refuses, naming the node)."""
+    from ..frontends.onnx.qoperator_to_qdq import is_qoperator_file
+    return is_qoperator_file(path)
 
 
 def _convert_qdq(args: argparse.Namespace, out) -> int:
@@ -59,12 +67,15 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix not in (".mlir", ".onnx", ".tflite"):
         raise QuantirError(f"unknown output format '{out.suffix}' for {out}: use .onnx, .mlir or .tflite")
     check_outputs({"-o": out}, {"input model": args.model})
+    onnx_input = str(args.model).endswith(".onnx")
+    if onnx_input and _is_qoperator(args.model):   # before loading: the importer has no QLinear* ops
+        return _convert_qdq(args, out)
     module = load_model(args.model)
-    if str(args.model).endswith(".onnx") and _is_qdq(module):
+    if onnx_input and _is_qdq(module):
         return _convert_qdq(args, out)
     if args.strict or args.inputs:
-        raise QuantirError("--strict and --inputs apply to an ONNX QDQ model; this one has no "
-                           "QuantizeLinear/DequantizeLinear")
+        raise QuantirError("--strict and --inputs apply to an ONNX QDQ model (or QOperator); this one has no "
+                           "QuantizeLinear/DequantizeLinear and no QLinear ops")
     if out.suffix == ".mlir":
         from ..text import print_module
         atomic_write(out, print_module(module).encode())

@@ -456,6 +456,8 @@ def _through_same_scale(annotation: Annotation, given: dict[str, Given], repairs
         readers = [by_op.get(id(op)) for op, _ in out.uses]
         if not readers or any(r is None or not _same_scale(r) for r in readers):
             continue
+        if any(constant_array(v) is None and v.name_hint not in given for v in region.inputs):
+            continue   # an input the model leaves float keeps the op float: parameters for it change nothing
         params = [given.get(r.output.name_hint) or found.get(r.output.name_hint) for r in readers]
         if any(p is None for p in params) or any(not _same(p, params[0]) for p in params):
             continue
