@@ -145,8 +145,8 @@ def test_minilm_dynamic_range_tflite_matches_litert_end_to_end(minilm_path, mini
     assert [x.label for x in report.ops if not x.output.equal] == []
 
 
-@pytest.mark.parametrize("code", [OP.EXP, OP.LOG, OP.TANH, OP.LOGISTIC])
-def test_exp_log_tanh_logistic_call_libm(code):
+@pytest.mark.parametrize("code", [OP.EXP, OP.LOG, OP.TANH, OP.LOGISTIC, OP.HARD_SWISH])
+def test_exp_log_tanh_logistic_hard_swish_round_as_litert(code):
     x = (rng.standard_normal((64, 300)) * 6).astype(F32)
     x.flat[:8] = [0, -9.5, -8.5, 16.5, 16.7, 40, -90, 89]       # around LOGISTIC's cutoffs, exp's range
     if code == OP.LOG:

@@ -170,14 +170,11 @@ def test_tflite_integer_ops_are_bit_exact_in_litert_reference(work):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "output probs [100, 10]: 0 differing elements" in r.stdout
     report = json.loads((work / "verify.json").read_text())
-    assert len(report["intermediates"]) >= 30 and all(t["differing"] == 0 for t in report["outputs"])
-    # the float ops the file leaves float (HardSwish, the pooling, Flatten after it) round float32 their
-    # own way (ulps); every integer tensor is bit-exact, and every integer op in isolation
-    floats = {t["name"] for t in report["intermediates"] if t["differing"]}
-    assert floats <= {"/net/act_4/HardSwish_output_0", "/net/pool/GlobalAveragePool_output_0",
-                      "/net/Flatten_output_0"}
-    assert all(t["max_abs_diff"] < 1e-6 for t in report["intermediates"])
-    assert all(o["differing"] == 0 for o in report["ops"] if o["op"].startswith(("qnn.", "quant.")))
+    # every tensor, the float ops the file leaves float (HardSwish, GlobalAveragePool, Flatten) too:
+    # quantir's side runs them in LiteRT's float32 arithmetic
+    assert len(report["intermediates"]) >= 30
+    assert [t["name"] for t in report["outputs"] + report["intermediates"] if t["differing"]] == []
+    assert [o["op"] for o in report["ops"] if o["differing"]] == []
 
 
 def _top1(qop: Path, tflite: Path, n: int) -> tuple[float, float, float]:

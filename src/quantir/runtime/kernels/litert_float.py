@@ -14,7 +14,8 @@ runs in quantir as LiteRT runs it. What LiteRT's reference kernels do, and what 
 - SOFTMAX: the max, ``e = expf(x - max)`` with the C library's ``expf``, a sequential float32 sum,
   then ``e / sum``;
 - EXP, LOG, TANH: the C library's expf, logf, tanhf; LOGISTIC: 1 / (1 + expf(−x)) between two
-  cutoffs (1 above the upper one, expf(x) below −9);
+  cutoffs (1 above the upper one, expf(x) below −9); HARD_SWISH: ``x · min(6, max(0, x + 3)) / 6``
+  in float32, in that order (ONNX's ``x · clip(x/6 + 1/2, 0, 1)`` rounds differently);
 - GELU: ``0.5·x · erfc(−x/√2)`` with Eigen's float ``erfc`` (a rational approximation whose
   large-|x| branch calls Eigen's polynomial ``exp``); the tanh form with Eigen's rational
   ``tanh``; every step a float32 multiply and a separate add (LiteRT's x86 build has no FMA).
@@ -250,7 +251,12 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return np.where(x > F32(16.619047164916992188), F32(1), np.where(x < F32(-9), expf(x), mid))
 
 
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return (x * np.clip(x + F32(3), F32(0), F32(6))) / F32(6)
+
+
 KERNELS = {
+    nn.UNARY["hard_swish"]: _elementwise("hard_swish", _hard_swish),
     nn.UNARY["exp"]: _elementwise("exp", expf),
     nn.UNARY["log"]: _elementwise("log", lambda x: libm("logf", x)),
     nn.UNARY["tanh"]: _elementwise("tanh", lambda x: libm("tanhf", x)),
