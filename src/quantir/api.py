@@ -609,14 +609,16 @@ def convert_qdq(model: Any, *, strict: bool = False, samples: Any = None):
     equivalent QDQ model with the same integers and parameters (``frontends.onnx.qoperator_to_qdq``;
     the file is only read), and repairs are measured against that QDQ model. A quantized op with no
     QDQ form (dynamic quantization's ``MatMulInteger``, an unknown ``QLinear*``) raises
-    ``UnsupportedOpError`` naming the node."""
+    ``UnsupportedOpError`` naming the node.
+
+    IR (a Module or an ``.mlir`` path) with fake-quant ops or ``quant.qcast -> quant.dcast`` pairs
+    converts the same way (``_convert_ir``; docs/mlir-quant-spec.md §8.2)."""
     from .frontends.onnx import load_onnx
     from .frontends.onnx.qoperator_to_qdq import as_qdq
     from .quantize import from_qdq
     from .runtime import run
-    if isinstance(model, Module):
-        raise QuantirError("convert_qdq reads the ONNX file (a path or ModelProto): a Module has lost its "
-                           "QuantizeLinear/DequantizeLinear pairs' origin")
+    if isinstance(model, Module) or isinstance(model, (str, os.PathLike)) and str(model).endswith(".mlir"):
+        return _convert_ir(model, strict)
     model = as_qdq(model)   # a QOperator model as QDQ (a new proto); anything else unchanged
     converted = from_qdq.convert(load_onnx(model, keep_qdq=True, optimize=False), strict=strict)
     if converted.repairs:
@@ -634,6 +636,27 @@ def convert_qdq(model: Any, *, strict: bool = False, samples: Any = None):
         n = sum(len(next(iter(f.values()))) for f in feeds[:4])
         converted.measured_on = f"{n} given samples" if samples is not None else \
             f"{n} random inputs over the input's quantized range"
+    converted._writer = _save_converted
+    return converted
+
+
+def _convert_ir(model: Any, strict: bool):
+    """``convert_qdq`` of IR (a Module, left unchanged, or an .mlir path) holding fake-quant ops
+    (``quant.const_fake_quant``, as a QAT tool writes them) or ``quant.qcast -> quant.dcast`` pairs:
+    the ops become pairs (``passes.fake_quant``), the pairs QDQ pairs (``quantize.from_casts``), then
+    as an ONNX QDQ model. Repairs are listed, not measured (no ONNX Runtime reference for IR)."""
+    from .passes.fake_quant import convert_fake_quant
+    from .quantize import from_qdq
+    from .quantize.from_casts import casts_to_qdq
+    from .text import parse_module
+    from .text.files import read_ir_file
+    module = clone_module(model) if isinstance(model, Module) else parse_module(read_ir_file(model), str(model))
+    if any(op.name.startswith("qnn.") for op in module.main.ops):
+        raise QuantirError("convert_qdq: this module is integer already (qnn ops); it reads the ONNX file (a path "
+                           "or ModelProto) of a QDQ model, or IR with fake-quant ops or qcast -> dcast pairs")
+    convert_fake_quant(module)
+    casts_to_qdq(module)
+    converted = from_qdq.convert(module, strict=strict)
     converted._writer = _save_converted
     return converted
 

@@ -123,7 +123,7 @@ def inputs(draw, lo: float, hi: float, s32: float, n: int = 24) -> np.ndarray:
     return np.asarray(xs, F32)
 
 
-TALLY = Tally()
+TALLY = Tally()   # the property tests' counts (their examples vary run to run)
 
 
 @settings(max_examples=300, deadline=None)
@@ -174,11 +174,18 @@ def test_per_axis_matches_tensorflow_definition(data):
         check_channel(x[:, c], y[:, c], lo, hi, bits, narrow, signed, qt.scales[c], qt.zero_points[c], TALLY)
 
 
-def test_tallies_cover_both_kinds_of_tie():
-    """Runs after the property tests (file order): the exact-tie branch was exercised."""
-    if TALLY.equal == 0:
-        pytest.skip("run with the property tests")
-    assert TALLY.negative_ties > 0 and TALLY.equal > 1000
+@pytest.mark.parametrize("signed", [False, True])
+def test_exact_ties_take_both_branches(signed):
+    """[-8, 7.9375] at 8 bits: scale 1/16 and zero point 128 exactly, so every (k + 1/2)/16 is an
+    exact tie: positive ones equal TensorFlow's, negative ones one step lower (half away from zero)."""
+    attrs = (f"min = -8.0 : f32, max = 7.9375 : f32, num_bits = 8, narrow_range = false, "
+             f"is_signed = {str(signed).lower()}")
+    m, qt = convert(module_text("quant.const_fake_quant", "200", attrs))
+    assert qt.scale == 1 / 16 and qt.zero_point == (0 if signed else 128)
+    x = ((np.arange(-100, 100) + 0.5) / 16).astype(F32)
+    tally = Tally()
+    check_channel(x, run(m, {"arg0": x})["out0"], -8.0, 7.9375, 8, False, signed, qt.scale, qt.zero_point, tally)
+    assert (tally.negative_ties, tally.equal, tally.near_ties) == (100, 100, 0)
 
 
 def test_hand_checked():

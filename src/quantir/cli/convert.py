@@ -44,6 +44,14 @@ def _is_qoperator(path) -> bool:
     return is_qoperator_file(path)
 
 
+def _has_fake_quant(module) -> bool:
+    """IR a QAT tool wrote: fake-quant ops, or ``quant.qcast -> quant.dcast`` pairs (convert_qdq)."""
+    from ..ir.dialects import quant
+    return any(op.opdef in (quant.CONST_FAKE_QUANT, quant.CONST_FAKE_QUANT_PER_AXIS) or op.opdef is quant.DCAST
+               and getattr(getattr(op.operands[0], "op", None), "opdef", None) is quant.QCAST
+               for op in module.main.ops)
+
+
 def _convert_qdq(args: argparse.Namespace, out) -> int:
     from ..api import convert_qdq
     converted = convert_qdq(args.model, strict=args.strict, samples=args.inputs)
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if onnx_input and _is_qoperator(args.model):   # before loading: the importer has no QLinear* ops
         return _convert_qdq(args, out)
     module = load_model(args.model)
-    if onnx_input and _is_qdq(module):
+    if onnx_input and _is_qdq(module) or str(args.model).endswith(".mlir") and _has_fake_quant(module):
         return _convert_qdq(args, out)
     if args.strict or args.inputs:
         raise QuantirError("--strict and --inputs apply to an ONNX QDQ model (or QOperator); this one has no "
