@@ -34,7 +34,7 @@ __all__ = ["casts_to_qdq"]
 
 
 def _name(op: Operation) -> str:
-    return op.label or op.results[0].name_hint or f"{op.name} at {op.loc}" if op.loc else op.name
+    return op.label or op.results[0].name_hint or (f"{op.name} at {op.loc}" if op.loc else op.name)
 
 
 def _params(t) -> tuple[np.ndarray, np.ndarray, int | None]:
