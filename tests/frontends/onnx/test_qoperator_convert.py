@@ -410,3 +410,11 @@ def test_cli_refuses_dynamic_quantization_in_one_line_writing_nothing(dynamic, t
     assert_one_line_error(r, f"node '{node.name}' ({node.op_type})", "dynamic quantization", str(dynamic))
     assert not (tmp_path / "dyn.tflite").exists() and list(tmp_path.iterdir()) == []
     assert dynamic.read_bytes() == before
+
+
+def test_loading_without_qdq_says_how_to_read_the_model(qop):
+    """quantir.load of a QOperator model (its QLinear ops are not float ops) names the node and
+    points at the conversion that reads it."""
+    with pytest.raises(UnsupportedOpError, match=r"QLinear\w+.*quantized already \(QOperator\).*quantir "
+                                                 r"convert MODEL\.onnx -o OUT\.tflite.*qdq=True"):
+        api.load(qop)

@@ -75,6 +75,15 @@ def attribute_value(a: onnx.AttributeProto, what: str):
                              f"not supported")
 
 
+def _quantized_hint(node: onnx.NodeProto) -> str:
+    """For a QOperator node (``QLinearConv``, ``QGemm``, ...): where such a model is read."""
+    from .qoperator_to_qdq import is_quantized_node
+    if not is_quantized_node(node):
+        return ""
+    return ("; the model is quantized already (QOperator): convert it with its own parameters by "
+            "'quantir convert MODEL.onnx -o OUT.tflite' or quantir.load(path, qdq=True)")
+
+
 def describe(node: onnx.NodeProto) -> str:
     outs = ", ".join(quote_name(o) for o in node.output if o)
     name = f"node {quote_name(node.name)}" if node.name else "unnamed node"
@@ -273,7 +282,7 @@ class GraphImporter:
             if self.keep_unsupported:
                 results = self._opaque(node, e)
             else:
-                raise self.error(UnsupportedOpError, f"{describe(node)}: {e.message}") from None
+                raise self.error(UnsupportedOpError, f"{describe(node)}: {e.message}{_quantized_hint(node)}") from None
         except (ShapeError, VerifyError) as e:
             raise self.error(type(e), f"{describe(node)}: {e.message}") from None
         except ModelFormatError:

@@ -76,7 +76,7 @@ _DYNAMIC = frozenset({"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "
 
 def is_qoperator(model: onnx.ModelProto) -> bool:
     """True when the graph holds a QOperator node (``QLinear*``, ``QGemm``, an integer-accumulator op)."""
-    return any(_is_quantized_node(n) for n in model.graph.node)
+    return any(is_quantized_node(n) for n in model.graph.node)
 
 
 def is_qoperator_file(path: str | os.PathLike) -> bool:
@@ -88,7 +88,8 @@ def is_qoperator_file(path: str | os.PathLike) -> bool:
         return False
 
 
-def _is_quantized_node(n: onnx.NodeProto) -> bool:
+def is_quantized_node(n: onnx.NodeProto) -> bool:
+    """A QOperator node: ``QLinear*``, ``QGemm`` and the other integer ops of ONNX Runtime's quantizers."""
     if n.domain in _ONNX:
         return n.op_type in _ONNX_QUANTIZED
     return n.domain == MS and (n.op_type.startswith("QLinear") or n.op_type in _MS_QUANTIZED)
@@ -350,7 +351,7 @@ def to_qdq(model: onnx.ModelProto, source: str = "<ModelProto>") -> onnx.ModelPr
             if any(a.name == "channels_last" and a.i for a in n.attribute):
                 raise r.error(n, "channels_last=1 (NHWC); quantir converts the NCHW form only")
             _REWRITE[n.op_type](r, n)
-        elif _is_quantized_node(n):
+        elif is_quantized_node(n):
             hint = ("dynamic quantization (no output scale) has no QDQ form; quantize the float model with "
                     "`quantir quantize` or ONNX Runtime's quantize_static" if n.op_type in _DYNAMIC else
                     f"quantir rewrites {', '.join(sorted(_REWRITE))}")
@@ -408,4 +409,4 @@ def _ranks(model: onnx.ModelProto) -> dict[str, int]:
             if v.type.tensor_type.HasField("shape")}
 
 
-__all__ = ["as_qdq", "is_qoperator", "is_qoperator_file", "to_qdq"]
+__all__ = ["as_qdq", "is_qoperator", "is_qoperator_file", "is_quantized_node", "to_qdq"]
