@@ -87,7 +87,7 @@ def test_accumulator_overflow_is_reported_with_the_op_name():
 def test_kernels_refuse_wrong_dtypes_and_shapes():
     p = qk.prepare_conv2d(F(0.1), F(0.1), F(0.1), 0)
     with pytest.raises(TypeError, match="int8"):
-        qk.conv2d(np.zeros((1, 1, 3, 3), np.int16), np.zeros((1, 1, 1, 1), np.int8), None, input_zero_point=0,
+        qk.conv2d(np.zeros((1, 1, 3, 3), np.int32), np.zeros((1, 1, 1, 1), np.int8), None, input_zero_point=0,
                   **p.as_kwargs())
     with pytest.raises(ValueError, match="does not fit"):
         qk.conv2d(np.zeros((1, 1, 2, 2), np.int8), np.zeros((1, 1, 3, 3), np.int8), None, input_zero_point=0,

@@ -22,6 +22,17 @@ handed to :func:`~quantir.runtime.qkernels.depthwise_conv2d.depthwise_conv2d`, e
 input channel (a stem on gray images): its im2col is small and one GEMM beats the depthwise loops
 run once per output channel (measured 10.5 -> 6.5 ms on 500 28x28 images, 16 channels). With
 numba the im2col is a compiled loop (``_jit.im2col``).
+
+**16x8** (int16 input and output, int8 weights; docs/numerics.md "int16x8 kernels"): prepare with
+``storage=np.int16``. ``conv.cc`` Prepare requires zero point 0 on the input and the output. The
+reference ``ConvPerChannel`` for int16 is a template on the bias type: with an int64 bias (the
+default, and what LiteRT runs when the op has no ``quantized_bias_type``) it accumulates in int64
+and requantizes with the 64-bit MBQM (15-bit multiplier, one rounding; §1.5); with an int32 bias
+(an int32 ``bias`` array here; LiteRT reads it as int32 only when ``quantized_bias_type`` is INT32)
+it accumulates in int32 (an overflow is refused) and requantizes with the 32-bit MBQM of the int8
+kernel. Both clamp to the
+int16 activation range (:func:`requantize_16x8`). The taps run as float BLAS where exact (float64
+holds any realistic K: ``K·32768·128 < 2**53``).
 """
 from __future__ import annotations
 
@@ -31,11 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from quantir.numerics import conv_multiplier
+from quantir.numerics import conv_multiplier, multiply_by_quantized_multiplier_int64, saturate
 from quantir.runtime.qkernels._common import (
     INT32_MAX,
     Activation,
     KernelParams,
+    QKernelError,
     accumulator_bound,
     activation_range,
     batch_chunks,
@@ -54,7 +66,7 @@ from quantir.runtime.qkernels._fast_requant import ExactFloatRequantizer, requan
 from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
 from quantir.runtime.qkernels.padding import normalize_pads
 
-__all__ = ["ConvParams", "prepare_conv2d", "conv2d"]
+__all__ = ["ConvParams", "prepare_conv2d", "conv2d", "requantize_16x8"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +82,17 @@ class ConvParams(KernelParams):
 
 def prepare_conv2d(input_scale: float, weight_scales: Any, output_scale: float, output_zero_point: int,
                    activation: Activation = "none", *, channels: int | None = None,
-                   op: str = "conv2d") -> ConvParams:
-    """``PopulateConvolutionQuantizationParams`` for int8: ``M[c]`` from ``double(s_in)·double(s_w[c])/double(s_out)``.
+                   op: str = "conv2d", storage: Any = np.int8, input_zero_point: int = 0) -> ConvParams:
+    """``PopulateConvolutionQuantizationParams``: ``M[c]`` from ``double(s_in)·double(s_w[c])/double(s_out)``.
 
-    A single weight scale (per-tensor) is broadcast to ``channels`` when given.
+    A single weight scale (per-tensor) is broadcast to ``channels`` when given. ``storage=np.int16``
+    prepares the 16x8 kernel: ``input_zero_point`` and the output zero point must be 0 (LiteRT's
+    Prepare). The kernel picks the accumulator from the bias's dtype (module docstring).
     """
+    wide = np.dtype(storage) == np.int16
+    if wide and (int(input_zero_point) != 0 or int(output_zero_point) != 0):
+        raise QKernelError(f"{op}: int16 input and output need zero point 0, found {input_zero_point} and "
+                           f"{output_zero_point} (conv.cc / depthwise_conv.cc Prepare: TF_LITE_ENSURE_EQ zero_point, 0)")
     ws = np.atleast_1d(np.asarray(weight_scales, dtype=np.float32)).reshape(-1)
     if channels is not None:
         if ws.size == 1:
@@ -83,7 +101,7 @@ def prepare_conv2d(input_scale: float, weight_scales: Any, output_scale: float, 
             raise ValueError(f"{op}: {ws.size} weight scales for {channels} output channels")
     zp = check_zero_point(output_zero_point, op, "output zero point")
     big_m, shift = quantize_channel_multipliers(conv_multiplier(input_scale, ws, output_scale), op)
-    lo, hi = activation_range(activation, output_scale, zp, np.int8, op)
+    lo, hi = activation_range(activation, output_scale, zp, storage, op)
     return ConvParams(big_m, shift, zp, lo, hi)
 
 
@@ -100,9 +118,9 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
            output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
            strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
            dilations: Sequence[int] = (1, 1), groups: int = 1) -> np.ndarray:
-    """Int8 NCHW convolution; returns int8 ``[N, C_out, OH, OW]``."""
+    """NCHW convolution; int8 (or int16: 16x8) input, returns ``[N, C_out, OH, OW]`` of the input's dtype."""
     op = "conv2d"
-    x = check_quantized(x, op, "input")
+    x = check_quantized(x, op, "input", (np.int8, np.int16))
     weight = check_quantized(weight, op, "weight")
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"{op}: input must be NCHW and weight OIHW (4-D), found {x.shape} and {weight.shape}")
@@ -116,6 +134,17 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
         return depthwise_conv2d(x, weight, bias, input_zero_point=input_zero_point,
                                 output_zero_point=output_zero_point, multiplier=multiplier, shift=shift,
                                 act_min=act_min, act_max=act_max, strides=strides, pads=pads, dilations=dilations)
+    if x.dtype == np.int16:
+        if int(input_zero_point) != 0 or int(output_zero_point) != 0:
+            raise QKernelError(f"{op}: int16 input and output need zero point 0 (conv.cc Prepare)")
+        lo, hi = clamp_range(act_min, act_max, np.int16, op)
+        pads = normalize_pads(pads, op)
+        oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
+        accumulator = "int32" if bias is not None and np.asarray(bias).dtype == np.int32 else "int64"
+        b = int64_bias(bias, c_out, op) if accumulator == "int64" else check_bias(bias, c_out, op)
+        return _conv2d_16x8(x, weight, b, _per_channel(multiplier, c_out, op, "multiplier"),
+                            _per_channel(shift, c_out, op, "shift"), lo, hi, strides, pads, dilations, groups, (oh, ow),
+                            accumulator, op)
     zp_in = check_zero_point(input_zero_point, op, "input zero point")
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
     lo, hi = clamp_range(act_min, act_max, np.int8, op)
@@ -272,4 +301,59 @@ def _conv2d_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, pads, d
         if overflow_possible:
             check_accumulator(acc, op)
         out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1).reshape(nb, c_out, oh, ow)
+    return out
+
+
+def int64_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
+    """A 16x8 bias as int64 (LiteRT takes int64, or int32 for CONV_2D; both add into the int64 accumulator)."""
+    if bias is None:
+        return None
+    b = np.asarray(bias)
+    if b.dtype.kind not in "iu" or b.size != channels:
+        raise ValueError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
+    return b.astype(np.int64).reshape(-1)
+
+
+def requantize_16x8(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, act_min: int, act_max: int,
+                    op: str, accumulator: str = "int64") -> np.ndarray:
+    """``clamp(MBQM64(acc, M[c], shift[c]), act_min, act_max)`` as int16, channels on axis 1.
+
+    The 64-bit MBQM requires ``|acc| < 2**47`` and a result within int32 (LiteRT's DCHECKs; past
+    them its release build wraps), and a shift within [-31, 7] (a multiplier below 128): quantir
+    refuses the rest with ``QKernelError``. With an int32
+    accumulator it is the int8 kernel's check for overflow and 32-bit MBQM instead.
+    """
+    if accumulator == "int32":
+        check_accumulator(acc, op)
+        return requantize(acc, multiplier, shift, 0, act_min, act_max, np.int16, channel_axis=1)
+    view = (1, -1) + (1,) * (acc.ndim - 2)
+    try:
+        scaled = multiply_by_quantized_multiplier_int64(acc, multiplier.reshape(view), shift.reshape(view))
+    except ValueError as e:
+        raise QKernelError(f"{op}: {e}") from None
+    return saturate(np.asarray(scaled), act_min, act_max).astype(np.int16)
+
+
+def _conv2d_16x8(x, weight, b, big_m, sh, lo, hi, strides, pads, dilations, groups, out_hw_, accumulator, op):
+    """int16 taps as exact float BLAS (im2col in bands of output rows), the int64 bias, then the 64-bit MBQM."""
+    n, c_in = x.shape[:2]
+    c_out, c_per_group, kh, kw = weight.shape
+    oh, ow = out_hw_
+    g, cg_out = groups, c_out // groups
+    k = c_per_group * kh * kw
+    ftype = exact_float_dtype(k, 32768, max_abs(weight), op)
+    wmat = weight.reshape(g, cg_out, k).astype(ftype)   # K ordered (ic, kh, kw)
+    # zero point 0: padding with 0 is LiteRT's skipped out-of-image taps
+    win = windows(pad_hw(x, pads, 0), (kh, kw), strides, dilations, (oh, ow))   # [N, C, OH, OW, KH, KW]
+    rows = max(1, TILE // max(1, (k * g + 3 * c_out) * ow))
+    out = np.empty((n, c_out, oh, ow), dtype=np.int16)
+    for i in range(n):
+        for r0 in range(0, oh, rows):
+            r1 = min(oh, r0 + rows)
+            band = win[i, :, r0:r1].reshape(g, c_per_group, r1 - r0, ow, kh, kw).transpose(0, 1, 4, 5, 2, 3)
+            cols = band.astype(ftype).reshape(g, k, (r1 - r0) * ow)      # [G, K, rows·OW]
+            acc = np.matmul(wmat, cols).reshape(c_out, r1 - r0, ow).astype(np.int64)   # exact integers
+            if b is not None:
+                acc += b[:, None, None]
+            out[i, :, r0:r1] = requantize_16x8(acc[None], big_m, sh, lo, hi, op, accumulator)[0]
     return out

@@ -19,6 +19,11 @@ paths, the same integers:
 * otherwise numpy: float taps over the flattened batch (exact: every partial sum is an
   integer below the per-channel bound ``max|x - zp|·Σ|w[c]| + |bias[c]|``, float32 below
   2**24), then the exact float64 requantization of ``_fast_requant``.
+
+**16x8** (int16 input and output, parameters prepared with ``storage=np.int16``): the reference
+``DepthwiseConvPerChannel`` for int16 accumulates in int64 (``depthwise_conv.cc`` Prepare takes
+only an int64 bias) and requantizes with the 64-bit MBQM, clamped to int16
+(:func:`~quantir.runtime.qkernels.conv2d.requantize_16x8`); the taps run in int64 (``_depthwise_16x8``).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import numpy as np
 
 from quantir.runtime.qkernels._common import (
     INT32_MAX,
+    QKernelError,
     accumulator_bound,
     batch_chunks,
     check_accumulator,
@@ -54,9 +60,9 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
                      output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
                      strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
                      dilations: Sequence[int] = (1, 1)) -> np.ndarray:
-    """Int8 NCHW depthwise convolution; returns int8 ``[N, C_out, OH, OW]``."""
+    """NCHW depthwise convolution; int8 (or int16: 16x8) input, returns ``[N, C_out, OH, OW]`` of its dtype."""
     op = "depthwise_conv2d"
-    x = check_quantized(x, op, "input")
+    x = check_quantized(x, op, "input", (np.int8, np.int16))
     weight = check_quantized(weight, op, "weight")
     if x.ndim != 4 or weight.ndim != 4 or weight.shape[1] != 1:
         raise ValueError(f"{op}: input must be NCHW and weight [C_out, 1, KH, KW], found {x.shape} and {weight.shape}")
@@ -65,6 +71,14 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None 
     if c_out % c_in:
         raise ValueError(f"{op}: {c_out} output channels is not a multiple of {c_in} input channels")
     mult = c_out // c_in
+    if x.dtype == np.int16:
+        if int(input_zero_point) != 0 or int(output_zero_point) != 0:
+            raise QKernelError(f"{op}: int16 input and output need zero point 0 (depthwise_conv.cc Prepare)")
+        if bias is not None and np.asarray(bias).dtype != np.int64:
+            raise QKernelError(f"{op}: an int16 depthwise convolution takes only an int64 bias, found "
+                               f"{np.asarray(bias).dtype} (depthwise_conv.cc Prepare: bias->type must be kTfLiteInt64)")
+        return _depthwise_16x8(x, weight, bias, multiplier, shift, act_min, act_max, strides, pads, dilations, mult,
+                               op)
     zp_in = check_zero_point(input_zero_point, op, "input zero point")
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
     lo, hi = clamp_range(act_min, act_max, np.int8, op)
@@ -206,4 +220,37 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
                         dh, dw, *params, zp_out, lo, hi, phases,
                         np.empty(x.shape[2] * x.shape[3], dtype=ftype), np.empty(_jit.BLOCK, dtype=ftype),
                         np.empty(oh * wq, dtype=np.int8), out)
+    return out
+
+
+def _depthwise_16x8(x, weight, bias, multiplier, shift, act_min, act_max, strides, pads, dilations, mult, op):
+    """int16 taps in int64 over strided windows (zero point 0 pads with 0), then the 64-bit MBQM."""
+    from quantir.runtime.qkernels.conv2d import int64_bias, requantize_16x8
+
+    n = x.shape[0]
+    c_out, _, kh, kw = weight.shape
+    lo, hi = clamp_range(act_min, act_max, np.int16, op)
+    pads = normalize_pads(pads, op)
+    b = int64_bias(bias, c_out, op)
+    big_m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64).reshape(-1), (c_out,))
+    sh = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (c_out,))
+    oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
+    (sh_h, sh_w), (dh, dw) = strides, dilations
+    w = weight.reshape(c_out, kh, kw).astype(np.int64)
+    hp, wp = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
+    out = np.empty((n, c_out, oh, ow), dtype=np.int16)
+    for chunk in batch_chunks(n, c_out * (hp * wp + 2 * oh * ow)):
+        xz = pad_hw(x[chunk], pads, 0).astype(np.int64)
+        if mult > 1:
+            xz = np.repeat(xz, mult, axis=1)  # channel oc reads input channel oc // mult
+        acc = np.zeros((xz.shape[0], c_out, oh, ow), dtype=np.int64)
+        if b is not None:
+            acc += b.reshape(c_out, 1, 1)
+        tmp = np.empty_like(acc)
+        for i in range(kh):
+            for j in range(kw):
+                tap = xz[:, :, i * dh:i * dh + (oh - 1) * sh_h + 1:sh_h, j * dw:j * dw + (ow - 1) * sh_w + 1:sh_w]
+                np.multiply(tap, w[:, i, j].reshape(c_out, 1, 1), out=tmp)
+                acc += tmp
+        out[chunk] = requantize_16x8(acc, big_m, sh, lo, hi, op)
     return out
