@@ -203,3 +203,18 @@ def test_conv_16x8_refuses_an_accumulator_past_the_64bit_mbqm():
     with pytest.raises(qk.QKernelError, match="2\\*\\*47|x"):
         qk.conv2d(x, np.ones((1, 1, 1, 1), np.int8), np.asarray([2**50], np.int64), input_zero_point=0,
                   **p.as_kwargs())
+
+
+@hsettings(20)
+@given(rank=st.integers(1, 4), seed=seeds)
+def test_pad_int16_matches_litert(rank, seed):
+    """PAD on int16 (zero point 0): how a 16x8 conv with explicit (non-SAME) pads is exported."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 5, size=rank))
+    widths = rng.integers(0, 3, size=(rank, 2))
+    x = int16_data(rng, shape)
+    value = qk.prepare_pad(0.01, 0, 0.01, 0)
+    got = qk.pad(x, pads=[tuple(w) for w in widths], value=value)
+    (expected,) = run_op(OP.PAD, [T(shape, I16, 0.01), T((rank, 2), np.int32, data=widths.astype(np.int32))],
+                         [T(got.shape, I16, 0.01)], [x])
+    assert_same("PAD (int16)", got, expected)

@@ -424,16 +424,20 @@ def conv(ex: _Exporter, op: Operation) -> None:
     c_out = ws[0]
     bias_v = op.operands[2] if len(op.operands) > 2 else None
     per_tensor_w = not isinstance(_qtype(w), UniformQuantizedPerAxisType)
+    # 16x8: an int64 bias (LiteRT's int64 accumulator; DEPTHWISE_CONV_2D takes no other, and CONV_2D
+    # would read an int32 one as int64 without quantized_bias_type)
+    bias_dtype = np.int64 if _qtype(x).storage_type.width == 16 else np.int32
     if bias_v is not None:
         bias_q = _quantization(bias_v)
         if per_tensor_w:
             bias_q = Quantization(bias_q.scale[:1], bias_q.zero_point[:1])
-        bias = ex.constant(np.asarray(quant.stored_constant(bias_v), np.int32), f"{bias_v.name_hint or 'bias'}", bias_q)
+        bias = ex.constant(np.asarray(quant.stored_constant(bias_v), bias_dtype), f"{bias_v.name_hint or 'bias'}",
+                           bias_q)
     else:   # a zero bias: LiteRT's kernels want one; its scale is input x weight by definition
         s_in = np.float32(_qtype(x).scale)
         s_w = np.atleast_1d(np.float32(qnn.scales_of(w.type)))
         scales = (s_in * s_w).astype(np.float64)
-        bias = ex.constant(np.zeros(c_out, np.int32), f"{op.results[0].name_hint}/bias",
+        bias = ex.constant(np.zeros(c_out, bias_dtype), f"{op.results[0].name_hint}/bias",
                            Quantization(scales, [0] * len(scales)))
     common = dict(padding=padding, stride_w=strides[1], stride_h=strides[0], fused_activation_function=_act(op),
                   dilation_w_factor=dilations[1], dilation_h_factor=dilations[0])

@@ -68,23 +68,32 @@ def _weights(ctx: OpContext, i: int, perm: L.Perm, tag: str | None = None) -> Va
     return ctx.constant(i, perm, tag=tag)
 
 
-def _bias(ctx: OpContext, i: int, x: Value, w: Value, channels: int) -> list[Value]:
+def _bias(ctx: OpContext, i: int, x: Value, w: Value, channels: int, int64: bool = False) -> list[Value]:
     """The int32 bias as a quantized constant, or nothing when the operator has none.
 
     A bias without quantization parameters gets the scale LiteRT effectively uses
-    (input_scale × weight_scale): LiteRT's int8 kernels never read the bias scale.
+    (input_scale × weight_scale): LiteRT's int8 kernels never read the bias scale. With
+    ``int64`` (a 16x8 conv) the bias is int64, read into the IR's int32 when its values fit.
     """
     if not ctx.has(i):
         return []
     t = ctx.tensor(i)
     array = ctx.const(i, "bias")
-    if t.type is not TFLType.INT32:
-        raise UnsupportedOpError(f"bias '{t.name}' is {t.type.name}; quantir reads int32 biases (int8 models)")
+    wide = int64 and t.type is TFLType.INT64
+    if not wide and t.type is not TFLType.INT32:
+        raise UnsupportedOpError(f"bias '{t.name}' is {t.type.name}; quantir reads int32 biases (int8 models)"
+                                 + (" and int64 ones (16x8 convolutions)" if int64 else ""))
     if tuple(t.shape) != (channels,):
         raise ModelFormatError(f"bias '{t.name}' has shape {list(t.shape)}, expected [{channels}]")
-    if is_quantized(t):
+    if wide:
+        if array.size and (int(array.min()) < -2**31 or int(array.max()) >= 2**31):
+            raise UnsupportedOpError(f"bias '{t.name}' has int64 values past int32 (up to {int(np.abs(array).max())}); "
+                                     "quantir keeps biases in int32")
+        array = array.astype(np.int32)
+    elif is_quantized(t):
         return [ctx.constant(i, (0,))]
-    scale, _ = bias_qparams(qnn.scales_of(x.type), qnn.scales_of(w.type))
+    scale = np.asarray(t.quantization.scale) if wide and is_quantized(t) else \
+        bias_qparams(qnn.scales_of(x.type), qnn.scales_of(w.type))[0]
     scale = np.atleast_1d(scale)
     i32 = IntegerType(32)
     if scale.size == 1:
@@ -143,7 +152,12 @@ def _emit_conv(ctx: OpContext, layout, suffix: str, group: int, c_out: int, hw, 
     strides = _positive("strides", (o.stride_h, o.stride_w))
     dilations = _positive("dilations", (o.dilation_h_factor, o.dilation_w_factor))
     y = _per_tensor_output(ctx, ctx.result_type(NCHW))
-    ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out)], NCHW, y, strides=strides,
+    wide = x.type.element_type.storage_type.width == 16
+    if wide and ctx.has(2) and ctx.tensor(2).type is TFLType.INT32:
+        raise UnsupportedOpError(f"bias '{ctx.tensor(2).name}' of a 16x8 convolution is int32 (LiteRT's int32-"
+                                 "accumulator path with quantized_bias_type INT32); quantir's 16x8 conv is the "
+                                 "int64-bias one")
+    ctx.emit(qnn.CONV, [x, wt, *_bias(ctx, 2, x, wt, c_out, int64=wide)], NCHW, y, strides=strides,
              **_pads(o.padding, hw, khw, strides, dilations), dilations=dilations, group=group,
              activation=ctx.activation(o.fused_activation_function),
              **fixed_point(qnn.conv_real_multipliers(x.type, wt.type, y)))

@@ -4,6 +4,11 @@ int8 activations per tensor, int8 weights symmetric per output channel (narrow r
 bias with scale input × weight; the requantization is one fixed-point multiply per channel
 (the ``multiplier``/``shift`` attributes). The solver's weight parameters (``params``) give
 the scales and the bias-corrected float bias.
+
+All three have LiteRT's 16x8 path (int16 activations, zero point 0; ``int16=True``). The IR
+keeps the bias in int32 (quant types stop at 32 bits); a 16x8 conv's is LiteRT's int64 bias
+(written so, int64 accumulator and 64-bit MBQM: DEPTHWISE_CONV_2D takes no other), a 16x8
+FULLY_CONNECTED's stays int32 with ``quantized_bias_type`` INT32.
 """
 from __future__ import annotations
 
@@ -110,10 +115,11 @@ def lower_fc(lw: Lowerer, r: Region) -> Value:
 _MARGIN = 1.0 + 2.0 ** -10   # float32 rounding of the scale must not land back on the limit
 
 
-def _worst_accumulators(region: Region, s_in: float, wp: WeightParams, channels: np.ndarray | None = None
-                        ) -> np.ndarray:
-    """Per output channel (or those in ``channels``), the largest ``|acc|`` the int8 weights and int32
-    bias allow: every input at 255 steps from its zero point, with each weight's sign."""
+def _worst_accumulators(region: Region, s_in: float, wp: WeightParams, channels: np.ndarray | None = None,
+                        steps: float = 255.0) -> np.ndarray:
+    """Per output channel (or those in ``channels``), the largest ``|acc|`` the int8 weights and
+    bias allow: every input at ``steps`` from its zero point (255 for int8, 65535 for int16), with
+    each weight's sign."""
     w, _ = region_weights(region)
     scales = np.broadcast_to(np.asarray(wp.scale, np.float64).reshape(-1), (w.shape[0],))
     rows = np.arange(w.shape[0]) if channels is None else channels
@@ -121,7 +127,7 @@ def _worst_accumulators(region: Region, s_in: float, wp: WeightParams, channels:
     for i, c in enumerate(rows):
         w_steps = np.minimum(np.rint(np.abs(w[c].astype(np.float64)) / scales[c]), 127.0).sum()
         b_steps = 0.0 if wp.bias is None else abs(float(wp.bias[c])) / (np.float64(s_in) * scales[c])
-        worst[i] = 255.0 * w_steps + b_steps
+        worst[i] = steps * w_steps + b_steps
     return worst
 
 
@@ -144,16 +150,21 @@ def check_conv_requantization(region: Region, s_in: float, wp: WeightParams, out
     (per tensor) would zero every other channel, and LiteRT's converter would emit the overflow
     silently; so the layer is named with its numbers, and the user fixes the weights or keeps the
     layer float. Only channels with ``m > 1`` (none in ordinary models) are looked at, with the
-    worst accumulator their int8 weights and bias allow.
+    worst accumulator their int8 weights and bias allow. A 16x8 output (int64 accumulator) is
+    requantized by the 64-bit MBQM instead: its shift must stay at most 7 and ``acc·m`` within int32.
     """
+    wide = out.bits == 16
     scales = np.broadcast_to(np.asarray(wp.scale, np.float32).reshape(-1), (region_weights(region)[0].shape[0],))
     m = np.asarray(conv_multiplier(np.float32(s_in), scales, np.float32(out.scale)), np.float64)
     if not np.any(m > 1.0):
         return
     _, shift = quantize_multipliers(m)
     flagged = np.flatnonzero(shift > 0)
-    worst = _worst_accumulators(region, s_in, wp, flagged)
-    over = worst * 2.0 ** shift[flagged].astype(np.float64) > 2.0 ** 31 - 1
+    worst = _worst_accumulators(region, s_in, wp, flagged, 65535.0 if wide else 255.0)
+    if wide:
+        over = (shift[flagged] > 7) | (worst * m[flagged] > 2.0 ** 31 - 1)
+    else:
+        over = worst * 2.0 ** shift[flagged].astype(np.float64) > 2.0 ** 31 - 1
     if not over.any():
         return
     i = int(np.argmax(over))
@@ -162,8 +173,9 @@ def check_conv_requantization(region: Region, s_in: float, wp: WeightParams, out
     raise CalibrationError(
         f"conv {quote_name(region.label)}: output channel {c} cannot be requantized in int32: its multiplier "
         f"input scale × weight scale / output scale = {s_in:.4g} × {float(scales[c]):.4g} / {out.scale:.4g} "
-        f"= {m[c]:.4g} shifts the accumulator left by {int(shift[c])} bits, which overflows int32 (undefined "
-        f"behaviour in LiteRT) for accumulators up to {acc:.4g}; its weights (|w| up to {w_max:.4g}) are out "
+        f"= {m[c]:.4g} shifts the accumulator left by {int(shift[c])} bits, which overflows "
+        f"{'the 16x8 kernel' if wide else 'int32 (undefined behaviour in LiteRT)'} for accumulators up to "
+        f"{acc:.4g}; its weights (|w| up to {w_max:.4g}) are out "
         f"of proportion with the output range [{out.rmin:.4g}, {out.rmax:.4g}]. Check this layer's weights, or "
         f"keep it float with --exclude {quote_name(region.label)}")
 
@@ -194,7 +206,7 @@ CONV = declare(QuantOp(
     patterns=(QuantizerPattern("conv", with_activation(_CONV), lower_conv, check=_check_conv, weighted=True,
                                doc="Conv (+bias) (+per-channel bias Add) (+Relu/Relu6/Clip); depthwise when "
                                    "group == C_in"),),
-    kernel=qnn_ops.conv,
+    kernel=qnn_ops.conv, int16=True,
     rows={OP.DEPTHWISE_CONV_2D: OpSpec((ACT, WEIGHT(3), BIAS), ACT)},
     view=conv_view,
     solver=SolverRules(degenerate_floor=finest_conv_output_scale, check_weights=check_conv_requantization),

@@ -54,7 +54,7 @@ CONCAT = declare(QuantOp(
 PAD = declare(QuantOp(
     qnn.PAD, OP.PAD, OpSpec((ACT, ANY), SAME_AS(0)),
     patterns=(QuantizerPattern("pad", unary(nn.PAD), lower_pad, check=_check_pad),),
-    kernel=qnn_ops.pad,
+    kernel=qnn_ops.pad, int16=True,   # a 16x8 conv's explicit pads (zero point 0) are PAD too
     rows={OP.PADV2: OpSpec((ACT, ANY, SAME_AS(0)), SAME_AS(0))},
     qdq_ops=(nn.PAD,),
     doc="PAD with the zero point, or PADV2 with a stored value (a max pool's explicit pads)"))

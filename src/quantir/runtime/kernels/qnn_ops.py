@@ -88,8 +88,12 @@ def _weight_scales(v) -> np.ndarray:
 def conv(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     channels = w.shape[0]
+    # 16x8 (i16 input): the IR's int32 bias is LiteRT's int64 one (int64 accumulator, 64-bit MBQM)
+    wide = dict(storage=np.int16, input_zero_point=_z(xv)) if x.dtype == np.int16 else {}
+    if wide and b is not None:
+        b = np.asarray(b, np.int64)
     p = prepare_once(op, lambda: qk.prepare_conv2d(_s(xv), _weight_scales(wv), _s(y), _z(y), _act(op),
-                                                   channels=channels),
+                                                   channels=channels, **wide),
                  key=channels)
     group = op.attr("group") or 1
     common = dict(input_zero_point=_z(xv), strides=tuple(op.attr("strides") or (1, 1)),

@@ -1,4 +1,4 @@
-"""PAD / PADV2, int8 (``kernels/pad.cc``, docs/numerics.md §2.18): data movement on raw q.
+"""PAD / PADV2, int8 or int16 (``kernels/pad.cc``, docs/numerics.md §2.18): data movement on raw q.
 
 The pad value is the output zero point (real 0.0), or with PADV2 the stored q of a
 ``constant_values`` tensor whose scale and zero point must equal the output's. Input and
@@ -32,9 +32,9 @@ def prepare_pad(input_scale: float, input_zero_point: int, output_scale: float, 
 
 
 def pad(x: np.ndarray, *, pads: Sequence[tuple[int, int]], value: int) -> np.ndarray:
-    """Pad every axis by ``pads[axis] = (before, after)`` with the int8 ``value``."""
-    x = check_quantized(x, "pad", "input")
+    """Pad every axis by ``pads[axis] = (before, after)`` with ``value`` (stored like ``x``: int8 or int16)."""
+    x = check_quantized(x, "pad", "input", (np.int8, np.int16))
     widths = [(int(b), int(a)) for b, a in pads]
     if len(widths) != x.ndim or any(b < 0 or a < 0 for b, a in widths):
         raise ValueError(f"pad: need {x.ndim} non-negative (before, after) pairs, found {list(pads)}")
-    return np.pad(x, widths, mode="constant", constant_values=np.int8(value))
+    return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(value))
