@@ -486,8 +486,12 @@ def transpose_conv(ex: _Exporter, op: Operation) -> None:
         inputs.append(ex.constant(np.asarray(quant.stored_constant(bias_v), np.int32), bias_v.name_hint or "bias",
                                   bias_q))
     padding = Padding.SAME if op.attr("padding") == "SAME" else Padding.VALID
+    # 16x8 with an int32 bias: LiteRT reads it as int32 only when the option says so (else as int64)
+    wide = len(op.operands) > 2 and _qtype(op.operands[0]).storage_type.width == 16
+    bias_type = {"quantized_bias_type": TFLiteTensorType.INT32} if wide else {}
     ex.emit(OP.TRANSPOSE_CONV, op, inputs, Form.NHWC,
-            TransposeConvOptions(padding=padding, stride_h=sh, stride_w=sw, fused_activation_function=_act(op)))
+            TransposeConvOptions(padding=padding, stride_h=sh, stride_w=sw, fused_activation_function=_act(op),
+                                 **bias_type))
 
 def fully_connected(ex: _Exporter, op: Operation) -> None:
     x, w = op.operands[0], op.operands[1]

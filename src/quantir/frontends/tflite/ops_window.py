@@ -201,6 +201,11 @@ def transpose_conv(ctx: OpContext) -> None:
         adjust = _computed_adjust(ctx, strides, (kh, kw))
     else:
         adjust = tuple(o_ - (s * (i - 1) + k) for o_, s, i, k in zip(out_hw, strides, (h, w), (kh, kw)))
+    if (x.type.element_type.storage_type.width == 16 and ctx.has(3)
+            and o.quantized_bias_type != TFLType.INT32):   # quantir's 16x8 TRANSPOSE_CONV: int32 bias, the option
+        raise UnsupportedOpError(f"16x8 TRANSPOSE_CONV with a {ctx.tensor(3).type.name} bias and quantized_bias_type "
+                                 f"{o.quantized_bias_type.name}: quantir reads the int32 bias with quantized_bias_type "
+                                 "INT32 (LiteRT's int32 accumulator) only")
     ctx.emit(qnn.TRANSPOSE_CONV, [x, wt, *_bias(ctx, 3, x, wt, c_out)], NCHW, y, strides=strides, adjust=adjust,
              padding="SAME" if o.padding == Padding.SAME else "VALID",
              activation=ctx.activation(o.fused_activation_function),

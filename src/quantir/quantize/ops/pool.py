@@ -1,4 +1,8 @@
-"""Windows and reductions: LiteRT AVERAGE_POOL_2D, MAX_POOL_2D (same scale in and out) and MEAN."""
+"""Windows and reductions: LiteRT AVERAGE_POOL_2D, MAX_POOL_2D (same scale in and out) and MEAN.
+
+All three have LiteRT's 16x8 path (``int16=True``): the pools are the int8 kernels on int16
+values (LiteRT checks no int16 zero point; quantir's 16x8 activations have 0), MEAN the §2.8 sum.
+"""
 from __future__ import annotations
 
 from ...ir import Value
@@ -131,14 +135,14 @@ def lower_mean(lw: Lowerer, r: Region) -> Value:
 MAX_POOL = declare(QuantOp(
     qnn.MAX_POOL, OP.MAX_POOL_2D, OpSpec((ACT,), SAME_AS(0)),
     patterns=(QuantizerPattern("max_pool", unary(nn.MAX_POOL), lower_pool(qnn.MAX_POOL), check=_check_pool),),
-    kernel=qnn_ops.pool(qk.prepare_max_pool, qk.max_pool2d),
+    kernel=qnn_ops.pool(qk.prepare_max_pool, qk.max_pool2d), int16=True,
     qdq_ops=(nn.MAX_POOL,)))
 
 AVERAGE_POOL = declare(QuantOp(
     qnn.AVERAGE_POOL, OP.AVERAGE_POOL_2D, OpSpec((ACT,), SAME_AS(0)),
     patterns=(QuantizerPattern("average_pool", unary(nn.AVERAGE_POOL), lower_pool(qnn.AVERAGE_POOL),
                                check=_check_pool),),
-    kernel=qnn_ops.pool(qk.prepare_average_pool, qk.average_pool2d),
+    kernel=qnn_ops.pool(qk.prepare_average_pool, qk.average_pool2d), int16=True,
     qdq_ops=(nn.AVERAGE_POOL,)))
 
 MEAN = declare(QuantOp(

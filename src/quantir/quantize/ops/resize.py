@@ -1,4 +1,9 @@
-"""Resizing: LiteRT RESIZE_BILINEAR (integer path) and RESIZE_NEAREST_NEIGHBOR, same scale in and out."""
+"""Resizing: LiteRT RESIZE_BILINEAR (integer path) and RESIZE_NEAREST_NEIGHBOR, same scale in and out.
+
+RESIZE_NEAREST_NEIGHBOR copies int16 values as it copies int8 ones (LiteRT's reference kernel is a
+template on the type), so it has the 16x8 path (``int16=True``). quantir's RESIZE_BILINEAR kernel
+is int8 only: it stays int8 in a 16x8 model, requantized at its boundary.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -214,4 +219,4 @@ RESIZE_NEAREST = declare(QuantOp(
     patterns=(QuantizerPattern("resize_nearest", _resize(nearest=True), lower_resize_nearest,
                                check=_check_resize_nearest,
                                doc="Resize nearest where LiteRT copies the same pixels"),),
-    kernel=qnn_ops.resize_nearest))   # a QDQ Resize in mode nearest: check_qdq tells the two apart
+    kernel=qnn_ops.resize_nearest, int16=True))   # a QDQ Resize in mode nearest: check_qdq tells the two apart

@@ -20,6 +20,11 @@ export writes QLinearConv forms of it (``backends/onnx/qoperator.py``: ``transpo
 The qnn op keeps the weights output channel first, ``[C_out, C_in, KH, KW]`` (TFLite's OHWI in
 NCHW order; ONNX stores ``[C_in, C_out, KH, KW]``), and the output size as
 ``stride·(in − 1) + kernel + adjust``.
+
+16x8 (``int16=True``): int16 input and output with zero point 0, int8 weights. The bias stays int32
+(quantir's quantized types stop at 32 bits), so the exporter writes ``quantized_bias_type`` INT32 and
+LiteRT accumulates in int32, as for FULLY_CONNECTED; the interpreter refuses an accumulator that
+could overflow it (docs/numerics.md §2.25).
 """
 from __future__ import annotations
 
@@ -135,9 +140,12 @@ def output_hw(op: Operation, x_hw, kernel_hw) -> tuple[int, int]:
 def transpose_conv_kernel(op: Operation, x, w, b=None):
     xv, wv, y = op.operands[0], op.operands[1], op.results[0]
     channels = w.shape[0]
+    # 16x8: the IR's bias is int32, which the kernel takes as LiteRT's quantized_bias_type INT32 (the
+    # exporter writes it); without a bias LiteRT's accumulator is int64, and so is the kernel's
+    wide = dict(storage=np.int16, input_zero_point=qnn_ops.zero_point_of(xv)) if x.dtype == np.int16 else {}
     p = qnn_ops.prepare_once(op, lambda: prepare_transpose_conv(
         qnn_ops.scale_of(xv), np.atleast_1d(qnn.scales_of(wv.type)), qnn_ops.scale_of(y), qnn_ops.zero_point_of(y),
-        qnn_ops.activation_of(op), channels=channels), key=channels)
+        qnn_ops.activation_of(op), channels=channels, **wide), key=channels)
     return transpose_conv(x, w, b, input_zero_point=qnn_ops.zero_point_of(xv), strides=tuple(op.attr("strides")),
                           output_hw=output_hw(op, x.shape[2:], w.shape[2:]), padding=op.attr("padding").lower(),
                           **p.as_kwargs())
@@ -157,7 +165,7 @@ TRANSPOSE_CONV = declare(QuantOp(
                                doc="ConvTranspose + constant per-channel Add (+Relu/Relu6/Clip)"),
               QuantizerPattern("conv_transpose", with_activation(_CT), lower_transpose_conv, check=_check,
                                weighted=True, doc="ConvTranspose (+bias) (+Relu/Relu6/Clip), SAME/VALID-shaped")),
-    kernel=transpose_conv_kernel,
+    kernel=transpose_conv_kernel, int16=True,
     view=transpose_conv_view,
     solver=SolverRules(degenerate_floor=finest_conv_output_scale, check_weights=check_conv_requantization),
     qdq_ops=(nn.CONV_TRANSPOSE,),

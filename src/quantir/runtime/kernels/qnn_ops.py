@@ -136,10 +136,11 @@ def binary(prepare, kernel):
 
 
 def pool(prepare, kernel):
-    """A window kernel (MAX_POOL_2D, AVERAGE_POOL_2D) over the op's kernel_shape, strides and pads."""
+    """A window kernel (MAX_POOL_2D, AVERAGE_POOL_2D) over the op's kernel_shape, strides and pads
+    (int8, or int16 when the operand's storage is i16)."""
     def run(op: Operation, x):
         xv, y = op.operands[0], op.results[0]
-        p = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op)))
+        p = prepare_once(op, lambda: prepare(_s(xv), _z(xv), _s(y), _z(y), _act(op), **_storage(x)))
         return kernel(x, kernel=tuple(op.attr("kernel_shape")), strides=tuple(op.attr("strides") or (1, 1)),
                       pads=_padded_pads(op, x, tuple(op.attr("kernel_shape"))), **p.as_kwargs())
     return run
@@ -176,7 +177,7 @@ def pad(op: Operation, x):
     xv, y = op.operands[0], op.results[0]
     stored = op.attr("value")
     constant = None if stored is None else (int(stored), _s(y), _z(y))
-    value = prepare_once(op, lambda: qk.prepare_pad(_s(xv), _z(xv), _s(y), _z(y), constant=constant))
+    value = prepare_once(op, lambda: qk.prepare_pad(_s(xv), _z(xv), _s(y), _z(y), constant=constant, **_storage(x)))
     pads = op.attr("pads")
     rank = x.ndim
     return qk.pad(x, pads=[(pads[i], pads[i + rank]) for i in range(rank)], value=value)

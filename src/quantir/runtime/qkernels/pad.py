@@ -7,19 +7,22 @@ output share their parameters.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from quantir.runtime.qkernels._common import QKernelError, check_quantized, check_zero_point
+from quantir.runtime.qkernels._common import QKernelError, check_quantized, check_zero_point, storage_limits
 
 __all__ = ["prepare_pad", "pad"]
 
 
 def prepare_pad(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
-                constant: tuple[int, float, int] | None = None) -> int:
-    """The int8 pad value. ``constant`` is ``(q, scale, zero_point)`` of PADV2's constant_values."""
+                constant: tuple[int, float, int] | None = None, storage: Any = np.int8) -> int:
+    """The stored pad value. ``constant`` is ``(q, scale, zero_point)`` of PADV2's constant_values;
+    ``storage=np.int16`` for int16 tensors (LiteRT's PAD/PADV2 take any int16 zero point and value)."""
     op = "pad"
-    zp_out = check_zero_point(output_zero_point, op, "output zero point")
+    lo, hi = storage_limits(storage, op)
+    zp_out = check_zero_point(output_zero_point, op, "output zero point", lo, hi)
     if np.float32(input_scale) != np.float32(output_scale) or int(input_zero_point) != zp_out:
         raise QKernelError(f"{op}: input and output quantization must be equal (pad moves raw values)")
     if constant is None:
@@ -28,7 +31,7 @@ def prepare_pad(input_scale: float, input_zero_point: int, output_scale: float, 
     if np.float32(scale) != np.float32(output_scale) or int(zp) != zp_out:
         raise QKernelError(f"{op}: constant_values must be quantized like the output (scale {output_scale}, "
                            f"zero point {zp_out}), found scale {scale} and zero point {zp}")
-    return check_zero_point(q, op, "constant value")
+    return check_zero_point(q, op, "constant value", lo, hi)
 
 
 def pad(x: np.ndarray, *, pads: Sequence[tuple[int, int]], value: int) -> np.ndarray:

@@ -24,19 +24,31 @@ int64 canvas. When a static bound does not rule int32 overflow out, the sum of t
 terms is computed too and the kernel refuses any output whose partial sums could leave int32
 (undefined behaviour in LiteRT): a conservative test, since the order of LiteRT's partial sums
 is not reproduced.
+
+**16x8** (int16 input and output, int8 weights; docs/numerics.md §2.25): prepare with
+``storage=np.int16``. LiteRT's Prepare requires zero point 0 on the input and the output and an
+int64 or int32 bias. The reference kernel is a template on the bias type: the accumulator (scratch
+buffer) is int64 unless the op's ``quantized_bias_type`` is INT32, and it is requantized with the
+``MultiplyByQuantizedMultiplier`` of that type — the 64-bit one (15-bit multiplier, one rounding,
+§1.5) for int64, the 32-bit one of the int8 kernel for int32. Here the accumulator follows the bias's
+dtype: an int32 ``bias`` means INT32 (the exporter writes the option), an int64 one or none means
+int64. An int32 accumulator that could overflow is refused, as for int8.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from quantir.numerics import multiply_by_quantized_multiplier_int64, saturate
 from quantir.runtime.qkernels._common import (
     INT32_MAX,
     AccumulatorOverflowError,
     Activation,
     QKernelError,
+    activation_range,
     check_bias,
     check_quantized,
     check_zero_point,
@@ -52,11 +64,21 @@ PADDINGS = ("same", "valid")
 
 
 def prepare_transpose_conv(input_scale: float, weight_scales: Any, output_scale: float, output_zero_point: int,
-                           activation: Activation = "none", *, channels: int | None = None) -> ConvParams:
-    """TRANSPOSE_CONV's Prepare for int8: the CONV_2D multipliers and clamp (one scale per output
-    channel, or one broadcast to ``channels``)."""
-    return prepare_conv2d(input_scale, weight_scales, output_scale, output_zero_point, activation,
-                          channels=channels, op="transpose_conv")
+                           activation: Activation = "none", *, channels: int | None = None,
+                           storage: Any = np.int8, input_zero_point: int = 0) -> ConvParams:
+    """TRANSPOSE_CONV's Prepare: the CONV_2D multipliers and clamp (one scale per output channel, or
+    one broadcast to ``channels``). ``storage=np.int16`` prepares the 16x8 kernel: ``input_zero_point``
+    and the output zero point must be 0, and the clamp spans int16."""
+    op = "transpose_conv"
+    if np.dtype(storage) != np.int16:
+        return prepare_conv2d(input_scale, weight_scales, output_scale, output_zero_point, activation,
+                              channels=channels, op=op)
+    if int(input_zero_point) != 0 or int(output_zero_point) != 0:
+        raise QKernelError(f"{op}: int16 input and output need zero point 0, found {input_zero_point} and "
+                           f"{output_zero_point} (transpose_conv.cc Prepare: TF_LITE_ENSURE_EQ zero_point, 0)")
+    p = prepare_conv2d(input_scale, weight_scales, output_scale, 0, "none", channels=channels, op=op)
+    lo, hi = activation_range(activation, output_scale, 0, np.int16, op)
+    return replace(p, act_min=lo, act_max=hi)
 
 
 def transpose_conv_pads(padding: str, output_hw: Sequence[int], kernel_hw: Sequence[int],
@@ -80,9 +102,10 @@ def transpose_conv_input_hw(padding: str, output_hw: Sequence[int], kernel_hw: S
 def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, input_zero_point: int,
                    output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
                    strides: Sequence[int] = (1, 1), output_hw: Sequence[int], padding: str = "valid") -> np.ndarray:
-    """Int8 NCHW transposed convolution; returns int8 ``[N, C_out, *output_hw]``."""
+    """NCHW transposed convolution of int8 (or int16: 16x8) ``x``; returns ``[N, C_out, *output_hw]`` of
+    its dtype."""
     op = "transpose_conv"
-    x = check_quantized(x, op, "input")
+    x = check_quantized(x, op, "input", (np.int8, np.int16))
     weight = check_quantized(weight, op, "weight")
     if x.ndim != 4 or weight.ndim != 4:
         raise QKernelError(f"{op}: input must be NCHW and weight [C_out, C_in, KH, KW] (4-D), found "
@@ -97,10 +120,14 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
     oh, ow = (int(d) for d in output_hw)
     if oh < 0 or ow < 0:
         raise QKernelError(f"{op}: output size must be non-negative, found {tuple(output_hw)}")
+    wide = x.dtype == np.int16
+    if wide and (int(input_zero_point) != 0 or int(output_zero_point) != 0):
+        raise QKernelError(f"{op}: int16 input and output need zero point 0 (transpose_conv.cc Prepare)")
     zp_in = check_zero_point(input_zero_point, op, "input zero point")
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
-    lo, hi = clamp_range(act_min, act_max, np.int8, op)
-    b = check_bias(bias, c_out, op)
+    lo, hi = clamp_range(act_min, act_max, x.dtype, op)
+    accumulator = "int32" if not wide or (bias is not None and np.asarray(bias).dtype == np.int32) else "int64"
+    b = check_bias(bias, c_out, op) if accumulator == "int32" else _int64_bias(bias, c_out, op)
     big_m = np.broadcast_to(np.asarray(multiplier, np.int64).reshape(-1), (c_out,))
     shift_ = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (c_out,))
     top, left = transpose_conv_pads(padding, (oh, ow), (kh, kw), (sh, sw))
@@ -114,8 +141,17 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
     b_abs = np.zeros(c_out, np.int64) if b is None else np.abs(b)
     deviation = max(int(x.max(initial=zp_in)) - zp_in, zp_in - int(x.min(initial=zp_in)), 0)
     bound = int((deviation * l1).max(initial=0))
-    ftype = np.float32 if bound < (1 << 24) else np.float64
+    ftype = np.float32 if bound < (1 << 24) else np.float64   # float64 holds any 16x8 sum below 2**53
     acc = _scatter(x.astype(ftype) - ftype(zp_in), weight.astype(ftype), (sh, sw), (top, left), (oh, ow))
+    if accumulator == "int64":
+        if b is not None:
+            acc += b.reshape(1, -1, 1, 1)
+        try:
+            scaled = multiply_by_quantized_multiplier_int64(acc, big_m.reshape(1, -1, 1, 1),
+                                                            shift_.reshape(1, -1, 1, 1))
+        except ValueError as e:   # |acc| past 2**47, a shift past 7 or a result past int32: LiteRT's DCHECKs
+            raise QKernelError(f"{op}: {e}") from None
+        return saturate(np.asarray(scaled), lo, hi).astype(np.int16)
     if int((deviation * l1 + b_abs).max(initial=0)) > INT32_MAX:
         terms = _scatter(np.abs(x.astype(np.float64) - zp_in), np.abs(weight.astype(np.float64)), (sh, sw),
                          (top, left), (oh, ow))
@@ -126,7 +162,17 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
                 "scratch accumulator may overflow (undefined behaviour). Reduce the weight or input ranges.")
     if b is not None:
         acc += b.reshape(1, -1, 1, 1)
-    return requantize(acc, big_m, shift_, zp_out, lo, hi, channel_axis=1)
+    return requantize(acc, big_m, shift_, zp_out, lo, hi, x.dtype, channel_axis=1)
+
+
+def _int64_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
+    """A 16x8 int64 bias (LiteRT adds it into the int64 accumulator), one per output channel."""
+    if bias is None:
+        return None
+    b = np.asarray(bias)
+    if b.dtype.kind not in "iu" or b.size != channels:
+        raise QKernelError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
+    return b.astype(np.int64).reshape(-1)
 
 
 def _scatter(xc: np.ndarray, w: np.ndarray, strides, begin, out_hw) -> np.ndarray:
