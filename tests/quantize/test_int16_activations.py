@@ -135,23 +135,21 @@ def test_the_16x8_check_refuses_int8_parameters_in_an_int16_op(block):
     assert any("16x8 kernel" in v.message for v in spec.check_op(no_kernel))
 
 
-def test_fashion_cnn_keeps_its_ops_without_16x8_kernels_in_int8(repo_root):
-    """HARD_SWISH has no int16 path in quantir's kernels: int8, with requantizes to and from the int16
-    ops around it (CONV_2D has its 16x8 kernel, tests/quantize/test_int16_conv.py); the module runs
-    and passes the spec check."""
+def test_fashion_cnn_is_int16_throughout(repo_root):
+    """CONV_2D has its 16x8 kernel (tests/quantize/test_int16_conv.py) and HARD_SWISH (no int16 kernel
+    in LiteRT) becomes int16 ADD, MUL, MUL (tests/quantize/test_int16_hard_swish.py): every op computes
+    in int16, with no requantize between widths; the module runs and passes the spec check."""
     path = repo_root / "models" / "fashion_mnist_cnn.onnx"
     x = RNG.normal(size=(32, 1, 28, 28)).astype(np.float32)
     r = qr.quantize(path, {"input": x}, qr.Config(progress=False, activations="int16"))
     widths: dict[str, set[int]] = {}
     for name, t in _activation_types(r.module):
         widths.setdefault(name, set()).add(t.storage_type.width)
-    assert widths["qnn.hard_swish"] == {8}
+    assert "qnn.hard_swish" not in widths and "qnn.requantize" not in widths
     for name in ("qnn.conv", "qnn.fully_connected", "qnn.add", "qnn.mean", "qnn.softmax", "qnn.concat"):
         assert widths[name] == {16}, name
-    assert widths["qnn.requantize"] == {8, 16}
-    kept = {f["kind"] for f in r.summary_dict()["int8_ops"]}
-    assert kept == {"qnn.hard_swish"}
-    assert "ops kept int8, requantized at their boundary" in r.summary()
+    assert r.summary_dict()["int8_ops"] == []
+    assert "requantized at their boundary (no 16x8 kernel): 0" in r.summary()
     report = check.check_module(r.module)
     assert report.ok, [str(v) for v in report.violations]
     t = RNG.normal(size=(8, 1, 28, 28)).astype(np.float32)

@@ -43,7 +43,8 @@ SPEC: dict[str, OpSpec] = _table()
 # LiteRT's 16x8 mode (int16 activations): the builtins with an int16 kernel, and the fixed output
 # parameters of those that fix them (SOFTMAX, LOGISTIC, TANH: 1/32768, 0)
 INT16: dict[str, tuple[float, int] | None] = {
-    b.name: d.int16_fixed for d in ops.DECLARATIONS.values() if d.int16 for b in d.all_rows()}
+    b.name: d.int16_fixed for d in ops.DECLARATIONS.values() if d.int16 and d.int16_builtin
+    for b in d.all_rows()}
 
 
 def check_op(op: QuantizedOp) -> list[Violation]:

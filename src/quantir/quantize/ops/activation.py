@@ -2,8 +2,9 @@
 
 - Fixed-output ops: SOFTMAX, LOGISTIC (1/256, -128) and TANH (1/128, 0); their kernels are
   lookup tables (LOGISTIC, TANH) or LiteRT's fixed-point exp (SOFTMAX).
-- HARD_SWISH (int16 fixed point), LEAKY_RELU (two multipliers) and the standalone clamps
-  RELU / RELU6 / RELU_N1_TO_1 (``qnn.clamp``), which rescale when their parameters differ.
+- HARD_SWISH (int16 fixed point; in 16x8 ADD, MUL, MUL: LiteRT has no int16 HARD_SWISH), LEAKY_RELU
+  (two multipliers) and the standalone clamps RELU / RELU6 / RELU_N1_TO_1 (``qnn.clamp``), which
+  rescale when their parameters differ.
 - QUANTIZE: ``qnn.requantize`` (int8 -> int8) and ``quant.qcast`` (float -> int8).
 """
 from __future__ import annotations
@@ -15,13 +16,15 @@ from ...ir.dialects import nn, qnn, quant
 from ...rewrite import Match, NamedOps, Pat, Rewriter, Rule
 from ...runtime import qkernels as qk
 from ...runtime.kernels import qnn_ops
-from ...types import FloatType, TensorType, UniformQuantizedType
+from ...types import FloatType, IntegerType, TensorType, UniformQuantizedType
 from ..builtins import BuiltinOperator as OP
 from ..lower import Lowerer
 from ..regions import QuantizerPattern, Region, clip_fusable, commutative, rank, unary
 from ..rules import ACT, ANY, FIXED, OpSpec, QuantizedOp
 from ..views import qparams_of
 from .registry import QuantOp, SolverRules, declare, declare_expansion
+
+F32 = FloatType("f32")
 
 
 def lower_unary(opdef, **fixed_attrs):
@@ -175,14 +178,68 @@ def _check_hard_swish_written(m: Match) -> str | None:
     return None
 
 
+# LiteRT 2.3 has no int16 HARD_SWISH (Invoke: "Only float32, uint8 and int8 are supported",
+# under BUILTIN_REF and the default resolver alike). In 16x8 the lowering writes three ops that
+# do have 16x8 kernels (docs/numerics.md §2.25):
+#     t = ADD(x, 3) with RELU6   t in [0, 6] at 6/32767: relu6(x + 3)
+#     g = MUL(t, 1/6)            g in [0, 1] at 1/32767: the multiplier is 1, so g's integers are t's
+#     y = MUL(x, g)              at the HardSwish's output parameters: x·relu6(x + 3)/6, one rounding
+# t's range is known a priori, and 6/32767 is never a power of two: LiteRT always takes its
+# general int16 ADD, which broadcasts the scalar 3 (a power-of-two t scale would let a power-of-
+# two x scale select the POT kernel, which refuses to broadcast). 3 is stored as 24576 at 2**-13
+# (exact), 1/6 as 32767 at f32(1/6)/32767. The gate's one rounding (half a step of 1/32767)
+# times |x| <= 3 adds at most 1.5/32767 to the output's half step: max error
+#     0.5 + 0.5·min(3, max|x|) / (32767·s_y)  output steps
+# (measured over all 65,536 int16 inputs: 0.64 steps at x, y in ±10, 1.0 at ±3; tests/quantize/
+# test_int16_hard_swish.py). The middle MUL only relabels t; it is the price of each value
+# having one type (ADD preserves real values, so 1/6 cannot ride on its output scale).
+HARD_SWISH_GATE_SCALE = 1.0 / 32767.0          # g = relu6(x + 3)/6 in [0, 1]
+HARD_SWISH_SHIFTED_SCALE = 6.0 / 32767.0       # t = relu6(x + 3) in [0, 6]
+HARD_SWISH_THREE = (24576, 2.0 ** -13)         # 3, exactly
+HARD_SWISH_SIXTH_SCALE = float(np.float32(np.float32(1.0 / 6.0) / np.float32(32767.0)))   # 1/6 as 32767
+
+
+def _int16_type(shape, scale: float) -> TensorType:
+    return TensorType(shape, UniformQuantizedType(storage_type=IntegerType(16), expressed_type=F32,
+                                                  scale=float(np.float32(scale)), zero_point=0))
+
+
+def _int16_constant(lw: Lowerer, q: int, scale: float, name: str) -> Value:
+    c = lw.stored_constant(np.array(q, np.int16), IntegerType(16), _int16_type((), scale))
+    c.name_hint = name
+    return c
+
+
+def lower_hard_swish(lw: Lowerer, r: Region) -> Value:
+    """int8: the one HARD_SWISH. int16 (``lw.bits == 16``): ADD(x, 3) with RELU6, MUL by 1/6, MUL by x
+    (see above)."""
+    if lw.bits != 16:
+        return lower_unary(qnn.HARD_SWISH)(lw, r)
+    op = r.match.ops["op"]
+    x, out_t = lw.input(r.match["x"]), lw.out_type(r)
+    base = r.output.name_hint or "hard_swish"
+    shape = out_t.shape
+
+    def emit(opdef, a: Value, b: Value, t: TensorType, activation: str = "NONE") -> Value:
+        return lw.emit(opdef.build([a, b], [t], activation=activation), op).result
+    three = _int16_constant(lw, HARD_SWISH_THREE[0], HARD_SWISH_THREE[1], f"{base}.three")
+    sixth = _int16_constant(lw, 32767, HARD_SWISH_SIXTH_SCALE, f"{base}.sixth")
+    shifted = emit(qnn.ADD, x, three, _int16_type(shape, HARD_SWISH_SHIFTED_SCALE), "RELU6")
+    shifted.name_hint = f"{base}.relu6_x_plus_3"
+    gate = emit(qnn.MUL, shifted, sixth, _int16_type(shape, HARD_SWISH_GATE_SCALE))
+    gate.name_hint = f"{base}.gate"
+    return emit(qnn.MUL, x, gate, out_t)   # named by lower_region
+
+
 HARD_SWISH = declare(QuantOp(
     qnn.HARD_SWISH, OP.HARD_SWISH, OpSpec((ACT,), ACT, limits=(hard_swish_limit,)),
-    patterns=(QuantizerPattern("hard_swish", unary(nn.UNARY["hard_swish"]), lower_unary(qnn.HARD_SWISH)),
-              QuantizerPattern("hard_swish_written", _HARD_SWISH_WRITTEN, lower_unary(qnn.HARD_SWISH),
+    patterns=(QuantizerPattern("hard_swish", unary(nn.UNARY["hard_swish"]), lower_hard_swish),
+              QuantizerPattern("hard_swish_written", _HARD_SWISH_WRITTEN, lower_hard_swish,
                                check=_check_hard_swish_written, priority=-1,
                                doc="x·HardSigmoid(x) (1/6, ½) or x·Relu6(x + 3)/6 written out")),
     kernel=qnn_ops.hard_swish, solver=SolverRules(output_range=hard_swish_range, input_range=hard_swish_input_range),
-    qdq_ops=(nn.UNARY["hard_swish"],)))
+    qdq_ops=(nn.UNARY["hard_swish"],), int16=True, int16_builtin=False,
+    doc="LiteRT HARD_SWISH (int8); in 16x8 ADD(x, 3) RELU6, MUL 1/6, MUL x (no int16 HARD_SWISH in LiteRT)"))
 
 
 # -- LEAKY_RELU and the clamps ---------------------------------------------------------------------------
@@ -310,8 +367,6 @@ GELU = declare(QuantOp(
 # max(0, min(1, α·x + β)) becomes Clip(Add(Mul(x, α), β), 0, 1), the float32 operations ONNX Runtime
 # performs: MUL by an int8 constant, then ADD, whose output range [0, 1] the int8 saturation clamps.
 # x·HardSigmoid(x) with (1/6, ½) is hard-swish: that stays whole for the pattern above.
-
-F32 = FloatType("f32")
 
 
 def _check_hard_sigmoid(m: Match) -> str | None:

@@ -105,6 +105,9 @@ class QuantOp:
     # the interpreter's kernel has LiteRT's 16x8 path (int16 activations, zero point 0); an op
     # without one stays int8 under Config(activations="int16"), requantized at its boundary
     int16: bool = False
+    # False when the 16x8 lowering writes other builtins in place of ``builtin``, which has no int16
+    # kernel (HARD_SWISH: ADD, MUL, MUL): the builtin then stays out of the spec's 16x8 table
+    int16_builtin: bool = True
     # a FIXED output's (scale, zero point) in int16, where the 16x8 kernel fixes them too
     int16_fixed: tuple[float, int] | None = None
 
