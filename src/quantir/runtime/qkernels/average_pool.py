@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from quantir.numerics import div_round_half_away, saturate
-from quantir.runtime.qkernels._common import INT32_MAX, AccumulatorOverflowError, QKernelError, check_quantized, clamp_range
+from quantir.runtime.qkernels._common import (INT32_MAX, AccumulatorOverflowError, QKernelError, check_quantized,
+                                              clamp_range)
 from quantir.runtime.qkernels._pool import PoolParams, prepare_pool
 from quantir.runtime.qkernels._window import out_hw, pad_hw, windows
 from quantir.runtime.qkernels.padding import normalize_pads
