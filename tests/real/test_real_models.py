@@ -238,10 +238,9 @@ def test_tflite_bit_exact_with_builtin_ref(name, quantized, tmp_path):
 
 def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp_path):
     """PP-OCRv6 tiny rec's int8 outputs miss the default budget on its calibration lines, so the
-    default quantization promotes tensors to int16 (measured: cosine 0.986 -> 0.991; its convs,
-    which have no int16 kernel in quantir, keep it from 0.995): the QDQ and QOperator exports (ops
-    on int16 keep the QDQ form) run in ONNX Runtime at both sizes, and the .tflite is bit-exact
-    with BUILTIN_REF."""
+    default quantization promotes tensors to int16 (convs included since they have a 16x8 kernel):
+    the QDQ and QOperator exports (ops on int16 keep the QDQ form) run in ONNX Runtime at both
+    sizes, and the .tflite is bit-exact with BUILTIN_REF."""
     import onnxruntime as ort
 
     import quantir as qr
@@ -265,3 +264,35 @@ def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp
     path = result.save(tmp_path / "m.tflite")
     np.savez(tmp_path / "in.npz", **{_input_name(model): model.inputs(2, seed=1)})
     assert main(["verify", str(path), "--inputs", str(tmp_path / "in.npz"), "--batch", "1"]) == 0
+
+
+# issue 14's accuracy bars met by the *default* quantization (mixed precision: tensors promoted to
+# int16 until the outputs meet the 0.995 cosine budget), where the all-int8 model above misses them
+DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DEFAULT_MEETS)
+def test_default_quantization_meets_the_accuracy_bar(name, real_model):
+    """With quantir's defaults (calibration data and nothing else) the integer model meets the bar
+    on the evaluation samples and passes the spec check. Measured with 32 calibration and 16
+    evaluation samples: PP-OCRv5 det cosine 0.997 / IoU 0.982 (all int8: 0.952 / 0.890), PP-OCRv5
+    rec 100% of strings (all int8: 78%). ddddocr's detector is not here: its int8 outputs already
+    meet the budget (cosine 0.9994), nothing is promoted, and 92% of its boxes match at IoU 0.9."""
+    import quantir as qr
+    from quantir.runtime import run
+    model = real_model(name)
+    feed_name = _input_name(model)
+    calib = model.inputs(CALIBRATION, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = qr.quantize(str(model.path), [{feed_name: b} for b in _batches(model, calib)],
+                             qr.Config(progress=False))
+    assert result.promotion is not None and result.promotion.promoted
+    assert result.spec_report().ok
+    batches = _batches(model, model.inputs(EVALUATION, seed=1))
+    ref = [_reference(model.path).run(None, {feed_name: b}) for b in batches]
+    got = [list(run(result.module, {feed_name: b}).values()) for b in batches]
+    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
+    figures = M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
+    assert M.meets(model.kind, figures), figures

@@ -74,6 +74,17 @@ def check_quantized(x: Any, op: str, name: str, dtypes: tuple = (np.int8,)) -> n
     return a
 
 
+def check_bias64(bias: Any, channels: int, op: str) -> np.ndarray | None:
+    """A 16x8 bias, one integer per output channel, as int64: LiteRT's 16x8 kernels add it into an
+    int64 accumulator (int32 data is widened)."""
+    if bias is None:
+        return None
+    b = np.asarray(bias)
+    if b.dtype.kind not in "iu" or b.size != channels:
+        raise ValueError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
+    return b.astype(np.int64).reshape(-1)
+
+
 def check_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
     if bias is None:
         return None

@@ -53,6 +53,7 @@ from quantir.runtime.qkernels._common import (
     batch_chunks,
     check_accumulator,
     check_bias,
+    check_bias64,
     check_quantized,
     check_zero_point,
     clamp_range,
@@ -142,7 +143,7 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *,
         pads = normalize_pads(pads, op)
         oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
         accumulator = "int32" if bias is not None and np.asarray(bias).dtype == np.int32 else "int64"
-        b = int64_bias(bias, c_out, op) if accumulator == "int64" else check_bias(bias, c_out, op)
+        b = check_bias64(bias, c_out, op) if accumulator == "int64" else check_bias(bias, c_out, op)
         return _conv2d_16x8(x, weight, b, _per_channel(multiplier, c_out, op, "multiplier"),
                             _per_channel(shift, c_out, op, "shift"), lo, hi, strides, pads, dilations, groups, (oh, ow),
                             accumulator, op)
@@ -303,16 +304,6 @@ def _conv2d_int(x, weight, b, zp_in, zp_out, big_m, sh, lo, hi, strides, pads, d
             check_accumulator(acc, op)
         out[chunk] = requantize(acc, big_m, sh, zp_out, lo, hi, channel_axis=1).reshape(nb, c_out, oh, ow)
     return out
-
-
-def int64_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
-    """A 16x8 bias as int64 (LiteRT takes int64, or int32 for CONV_2D; both add into the int64 accumulator)."""
-    if bias is None:
-        return None
-    b = np.asarray(bias)
-    if b.dtype.kind not in "iu" or b.size != channels:
-        raise ValueError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
-    return b.astype(np.int64).reshape(-1)
 
 
 def requantize_16x8(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, act_min: int, act_max: int,

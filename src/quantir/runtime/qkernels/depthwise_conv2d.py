@@ -39,6 +39,7 @@ from quantir.runtime.qkernels._common import (
     batch_chunks,
     check_accumulator,
     check_bias,
+    check_bias64,
     check_quantized,
     check_zero_point,
     clamp_range,
@@ -225,13 +226,13 @@ def _depthwise_jit(x, weight, b, zp_in, zp_out, lo, hi, pads, strides, dilations
 
 def _depthwise_16x8(x, weight, bias, multiplier, shift, act_min, act_max, strides, pads, dilations, mult, op):
     """int16 taps in int64 over strided windows (zero point 0 pads with 0), then the 64-bit MBQM."""
-    from quantir.runtime.qkernels.conv2d import int64_bias, requantize_16x8
+    from quantir.runtime.qkernels.conv2d import requantize_16x8
 
     n = x.shape[0]
     c_out, _, kh, kw = weight.shape
     lo, hi = clamp_range(act_min, act_max, np.int16, op)
     pads = normalize_pads(pads, op)
-    b = int64_bias(bias, c_out, op)
+    b = check_bias64(bias, c_out, op)
     big_m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64).reshape(-1), (c_out,))
     sh = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (c_out,))
     oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)

@@ -43,6 +43,7 @@ from quantir.runtime.qkernels._common import (
     batch_chunks,
     check_accumulator,
     check_bias,
+    check_bias64,
     check_quantized,
     check_zero_point,
     clamp_range,
@@ -112,16 +113,6 @@ def prepare_fully_connected(input_scale: float, weight_scales: Any, output_scale
     return FullyConnectedParams(big_m, shift, zp, lo, hi, effective, accumulator)
 
 
-def _int64_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
-    """A 16x8 int64 bias (any int64 value; int32 data is widened)."""
-    if bias is None:
-        return None
-    b = np.asarray(bias)
-    if b.dtype.kind not in "iu" or b.size != channels:
-        raise ValueError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
-    return b.astype(np.int64).reshape(-1)
-
-
 def fully_connected(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, input_zero_point: int,
                     output_zero_point: int, multiplier: Any, shift: Any, act_min: int = -128, act_max: int = 127,
                     weight_zero_point: int = 0, reference_float: bool = False,
@@ -146,7 +137,7 @@ def fully_connected(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None =
         zp_out = check_zero_point(output_zero_point, op, "output zero point")
     zp_w = check_zero_point(weight_zero_point, op, "weight zero point")
     lo, hi = clamp_range(act_min, act_max, x.dtype, op)
-    b = _int64_bias(bias, c_out, op) if accumulator == "int64" else check_bias(bias, c_out, op)
+    b = check_bias64(bias, c_out, op) if accumulator == "int64" else check_bias(bias, c_out, op)
     rows = x.reshape(-1, k)
     w_max = max_abs(weight, zp_w)
     ftype = exact_float_dtype(k, span, w_max, op)  # exact BLAS (docs/numerics.md §6)

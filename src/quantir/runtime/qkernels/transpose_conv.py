@@ -50,6 +50,7 @@ from quantir.runtime.qkernels._common import (
     QKernelError,
     activation_range,
     check_bias,
+    check_bias64,
     check_quantized,
     check_zero_point,
     clamp_range,
@@ -127,7 +128,7 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
     zp_out = check_zero_point(output_zero_point, op, "output zero point")
     lo, hi = clamp_range(act_min, act_max, x.dtype, op)
     accumulator = "int32" if not wide or (bias is not None and np.asarray(bias).dtype == np.int32) else "int64"
-    b = check_bias(bias, c_out, op) if accumulator == "int32" else _int64_bias(bias, c_out, op)
+    b = check_bias(bias, c_out, op) if accumulator == "int32" else check_bias64(bias, c_out, op)
     big_m = np.broadcast_to(np.asarray(multiplier, np.int64).reshape(-1), (c_out,))
     shift_ = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (c_out,))
     top, left = transpose_conv_pads(padding, (oh, ow), (kh, kw), (sh, sw))
@@ -163,16 +164,6 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
     if b is not None:
         acc += b.reshape(1, -1, 1, 1)
     return requantize(acc, big_m, shift_, zp_out, lo, hi, x.dtype, channel_axis=1)
-
-
-def _int64_bias(bias: Any, channels: int, op: str) -> np.ndarray | None:
-    """A 16x8 int64 bias (LiteRT adds it into the int64 accumulator), one per output channel."""
-    if bias is None:
-        return None
-    b = np.asarray(bias)
-    if b.dtype.kind not in "iu" or b.size != channels:
-        raise QKernelError(f"{op}: the bias must be {channels} integers, found {b.size} of dtype {b.dtype}")
-    return b.astype(np.int64).reshape(-1)
 
 
 def _scatter(xc: np.ndarray, w: np.ndarray, strides, begin, out_hw) -> np.ndarray:
