@@ -72,6 +72,16 @@ def test_rank_puts_the_coarsest_rounding_first():
     classes = {1: ["fine"], 2: ["coarse"]}
     params = {"fine": (float(np.abs(x).max() / 127), 0, -4.0, 4.0),
               "coarse": (float(np.abs(x).max() / 8), 0, -4.0, 4.0)}   # 16 steps only
-    ranked = pr.rank(classes, params, {"fine": [x], "coarse": [x]})
+    ranked = pr.rank(classes, {n: pr.rounding_powers(x, p) for n, p in params.items()})
     assert [c.names for c in ranked] == [["coarse"], ["fine"]]
     assert all(c.sqnr16 > c.sqnr8 for c in ranked)
+
+
+def test_power_sums_over_batches_rank_as_the_whole():
+    """promote sums each batch's powers instead of keeping the tensors: the same SQNRs as one array."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 50))
+    param = (float(np.abs(x).max() / 100), 3, float(x.min()), float(x.max()))
+    whole = pr.rank({1: ["t"]}, {"t": pr.rounding_powers(x, param)})[0]
+    parts = pr.rank({1: ["t"]}, {"t": sum(pr.rounding_powers(b, param) for b in np.split(x, 3))})[0]
+    assert np.isclose(whole.sqnr8, parts.sqnr8, rtol=1e-12) and np.isclose(whole.sqnr16, parts.sqnr16, rtol=1e-12)

@@ -170,22 +170,19 @@ class Promotion:
     best_tried: float | None = None   # a missed budget: the best metric any promotion reached
 
 
-def rank(classes: dict[int, list[str]], params: dict[str, tuple[float, int, float, float]],
-         values: dict[str, list[np.ndarray]]) -> list[Candidate]:
-    """Candidates worst int8 rounding SQNR first. ``classes``: class key -> tensor names;
-    ``params``: name -> (int8 scale, zero point, rmin, rmax); ``values``: name -> float arrays."""
+def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float]) -> np.ndarray:
+    """(signal, int8 noise, signal, int16 noise) powers of ``x`` for ``param`` = (int8 scale, zero
+    point, rmin, rmax); the int16 scale is the one the solver would give the same range."""
+    scale, zp, lo, hi = param
+    return np.array([*rounding_sqnr(x, scale, zp, 8), *rounding_sqnr(x, range_params(lo, hi, 16)[0], 0, 16)])
+
+
+def rank(classes: dict[int, list[str]], powers: dict[str, np.ndarray]) -> list[Candidate]:
+    """Candidates worst int8 rounding SQNR first. ``classes``: class key -> tensor names; ``powers``:
+    name -> its ``rounding_powers`` summed over the samples (a name without them is skipped)."""
     out = []
     for names in classes.values():
-        s8 = n8 = s16 = n16 = 0.0
-        for name in names:
-            if name not in params:
-                continue
-            scale, zp, lo, hi = params[name]
-            scale16 = range_params(lo, hi, 16)[0]   # the int16 scale the solver would give the same range
-            for x in values.get(name, ()):
-                a, b = rounding_sqnr(x, scale, zp, 8)
-                c, d = rounding_sqnr(x, scale16, 0, 16)
-                s8, n8, s16, n16 = s8 + a, n8 + b, s16 + c, n16 + d
+        s8, n8, s16, n16 = sum((powers[n] for n in names if n in powers), np.zeros(4))
         out.append(Candidate(list(names), _db(s8, n8), _db(s16, n16)))
     out.sort(key=lambda c: c.sqnr8)
     return out
@@ -240,15 +237,18 @@ def promote(fn, statistics, config, params, budget: Budget, evaluate,
         return (), report
     names = sorted({n for ns in classes.values() for n in ns})
     engine = statistics.make_engine(fn, names, config.engine)
-    values: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    by_name = {v.name_hint: p for v, p in params.items() if hasattr(p, "zero_point")}
+    param = {n: (by_name[n].scale, by_name[n].zero_point, by_name[n].rmin, by_name[n].rmax)
+             for n in names if n in by_name}
+    # power sums batch by batch: keeping every candidate tensor of every sample took tens of GB
+    # on a detector (PicoDet: 24 GB at 32 calibration images)
+    powers = {n: np.zeros(4) for n in param}
     for batch in statistics.kept:
         out = engine.run(batch)
-        for n in names:
-            values[n].append(np.asarray(out[n]))
-    by_name = {v.name_hint: p for v, p in params.items() if hasattr(p, "zero_point")}
-    ranked = rank(classes, {n: (by_name[n].scale, by_name[n].zero_point, by_name[n].rmin, by_name[n].rmax)
-                            for n in names if n in by_name},
-                  {n: v for n, v in values.items() if n in by_name})
+        for n in param:
+            powers[n] += rounding_powers(np.asarray(out[n]), param[n])
+        del out
+    ranked = rank(classes, powers)
     results: dict[int, tuple[float, bool]] = {}
 
     def chosen(k: int) -> tuple[str, ...]:
