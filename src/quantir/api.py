@@ -40,7 +40,7 @@ from .quantize.precision import Promotion, parse_budget, promote, samples_of, sc
 from .ir.names import output_names
 from .quantize.solver import ActParams, int16_classes, solve
 from .quantize import stats_ir
-from .report.layers import LayerError, compare
+from .report.layers import LayerError, add_sums, error_sums, from_sums
 from .rewrite import RewriteStats
 
 HELD_OUT = 32   # calibration samples set aside to measure a budget on (Config.budget)
@@ -468,23 +468,26 @@ def _layer_errors(result: Result) -> list[LayerError]:
         in_float = set(integer.float_computed)
         result._runs_in_float = [n for n in names if integer_name(n) in in_float]
     engine = make_engine(fn, wanted, result.config.engine)   # float side: the fast executor
-    errors: dict[str, list] = {n: [] for n in wanted}
+    by_name = {r.output.name_hint: r for r in regions}
+    params = {n: result.params[by_name[n].output] for n in wanted}
+    # error sums batch by batch (batches may differ in size: dynamic dims); holding every layer's
+    # tensors for every kept sample took tens of GB on a detector
+    sums: dict[str, np.ndarray] = {}
     for batch in kept:
         ref = engine.run(batch)
         got = integer.run(batch)
         for n in wanted:
-            errors[n].append((ref[n], got[integer_name(n)]))
-    by_name = {r.output.name_hint: r for r in regions}
+            p = params[n]
+            q = np.asarray(got[integer_name(n)]).astype(np.int64)
+            deq = np.float32(p.scale) * (q - p.zero_point).astype(np.float32)
+            s = error_sums(ref[n], deq)
+            sums[n] = add_sums(sums[n], s) if n in sums else s
+        del ref, got
     out = []
     for n in wanted:
         region = by_name[n]
-        p = result.params[region.output]
-        # flat: the kept batches may hold samples of different sizes (dynamic dims)
-        ref = np.concatenate([a.ravel() for a, _ in errors[n]])
-        q = np.concatenate([b.ravel() for _, b in errors[n]]).astype(np.int64)
-        deq = (np.float32(p.scale) * (q - p.zero_point).astype(np.float32))
-        sqnr, cos, err = compare(ref, deq)
-        out.append(LayerError(region.label, region.pattern.kind, sqnr, cos, err, p.scale))
+        sqnr, cos, err = from_sums(sums[n])
+        out.append(LayerError(region.label, region.pattern.kind, sqnr, cos, err, params[n].scale))
     return out
 
 

@@ -19,7 +19,7 @@ from quantir.errors import CalibrationError  # noqa: E402
 from quantir.quantize.calibrate import input_specs  # noqa: E402
 from quantir.quantize.data import as_dataset  # noqa: E402
 from quantir.quantize.observers import HistogramObserver  # noqa: E402
-from quantir.report.layers import compare  # noqa: E402
+from quantir.report.layers import add_sums, compare, error_sums, from_sums  # noqa: E402
 from quantir.runtime import run  # noqa: E402
 
 # (H, W) of the samples, in order: runs of one size and sizes that come back
@@ -187,6 +187,17 @@ def test_per_layer_report_on_mixed_sizes(model, samples):
     assert [r.output.name_hint for r in result.annotation.regions] == ["r1", "y"] and len(errors) == 2
     last = result.layer_errors()[-1]   # in the regions' order
     assert last.sqnr_db == pytest.approx(sqnr, rel=1e-4) and last.cosine == pytest.approx(cosine, rel=1e-6)
+
+
+def test_error_sums_of_batches_of_several_sizes_compare_as_the_whole(rng):
+    """The per-layer report adds each batch's error sums: the same figures as one concatenated array."""
+    xs = [rng.standard_normal(n) for n in (7, 40, 1)]
+    ys = [x + rng.standard_normal(x.size) * 0.01 for x in xs]
+    total = error_sums(xs[0], ys[0])
+    for x, y in zip(xs[1:], ys[1:]):
+        total = add_sums(total, error_sums(x, y))
+    whole = compare(np.concatenate(xs), np.concatenate(ys))
+    assert from_sums(total) == pytest.approx(whole, rel=1e-12)
 
 
 def test_a_static_dim_names_the_input_the_sample_and_the_dims(make_onnx_model, rng):

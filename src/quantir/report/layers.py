@@ -30,15 +30,31 @@ class LayerError:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-def compare(reference: np.ndarray, approx: np.ndarray) -> tuple[float, float, float]:
-    """(SQNR dB, cosine, max |error|) of ``approx`` against ``reference``."""
+def error_sums(reference: np.ndarray, approx: np.ndarray) -> np.ndarray:
+    """[Σx², Σ(x−x̂)², Σx·x̂, Σx̂², max|x−x̂|] of one batch: what ``from_sums`` needs, so batches
+    can be compared one at a time instead of holding every tensor of every sample."""
     x = np.asarray(reference, np.float64).ravel()
     y = np.asarray(approx, np.float64).ravel()
     if x.shape != y.shape:
         raise ValueError(f"cannot compare shapes {np.shape(reference)} and {np.shape(approx)}")
-    noise = float(np.sum((x - y) ** 2))
-    signal = float(np.sum(x ** 2))
+    d = x - y
+    return np.array([x @ x, d @ d, x @ y, y @ y, np.max(np.abs(d), initial=0.0)])
+
+
+def add_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two batches' ``error_sums`` as one (sums add, the max error is the larger)."""
+    return np.array([*(a[:4] + b[:4]), max(a[4], b[4])])
+
+
+def from_sums(sums: np.ndarray) -> tuple[float, float, float]:
+    """(SQNR dB, cosine, max |error|) from ``error_sums``."""
+    signal, noise, xy, yy, err = (float(v) for v in sums)
     sqnr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
-    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    cosine = 1.0 if nx == ny == 0 else (float(x @ y) / (nx * ny) if nx and ny else 0.0)
-    return sqnr, cosine, float(np.max(np.abs(x - y), initial=0.0))
+    nx, ny = math.sqrt(signal), math.sqrt(yy)
+    cosine = 1.0 if nx == ny == 0 else (xy / (nx * ny) if nx and ny else 0.0)
+    return sqnr, cosine, err
+
+
+def compare(reference: np.ndarray, approx: np.ndarray) -> tuple[float, float, float]:
+    """(SQNR dB, cosine, max |error|) of ``approx`` against ``reference``."""
+    return from_sums(error_sums(reference, approx))
