@@ -93,8 +93,7 @@ def prepare_conv2d(input_scale: float, weight_scales: Any, output_scale: float, 
     wide = np.dtype(storage) == np.int16
     if wide and (int(input_zero_point) != 0 or int(output_zero_point) != 0):
         raise QKernelError(f"{op}: int16 input and output need zero point 0, found {input_zero_point} and "
-                           f"{output_zero_point} (conv.cc / depthwise_conv.cc Prepare: TF_LITE_ENSURE_EQ "
-                           f"zero_point, 0)")
+                           f"{output_zero_point} (LiteRT's {op} Prepare: TF_LITE_ENSURE_EQ zero_point, 0)")
     ws = np.atleast_1d(np.asarray(weight_scales, dtype=np.float32)).reshape(-1)
     if channels is not None:
         if ws.size == 1:

@@ -37,18 +37,15 @@ int64. An int32 accumulator that could overflow is refused, as for int8.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from quantir.numerics import multiply_by_quantized_multiplier_int64, saturate
 from quantir.runtime.qkernels._common import (
     INT32_MAX,
     AccumulatorOverflowError,
     Activation,
     QKernelError,
-    activation_range,
     check_bias,
     check_bias64,
     check_quantized,
@@ -56,7 +53,7 @@ from quantir.runtime.qkernels._common import (
     clamp_range,
     requantize,
 )
-from quantir.runtime.qkernels.conv2d import ConvParams, prepare_conv2d
+from quantir.runtime.qkernels.conv2d import ConvParams, prepare_conv2d, requantize_16x8
 from quantir.runtime.qkernels.padding import tflite_pads
 
 __all__ = ["prepare_transpose_conv", "transpose_conv", "transpose_conv_pads", "transpose_conv_input_hw"]
@@ -70,16 +67,8 @@ def prepare_transpose_conv(input_scale: float, weight_scales: Any, output_scale:
     """TRANSPOSE_CONV's Prepare: the CONV_2D multipliers and clamp (one scale per output channel, or
     one broadcast to ``channels``). ``storage=np.int16`` prepares the 16x8 kernel: ``input_zero_point``
     and the output zero point must be 0, and the clamp spans int16."""
-    op = "transpose_conv"
-    if np.dtype(storage) != np.int16:
-        return prepare_conv2d(input_scale, weight_scales, output_scale, output_zero_point, activation,
-                              channels=channels, op=op)
-    if int(input_zero_point) != 0 or int(output_zero_point) != 0:
-        raise QKernelError(f"{op}: int16 input and output need zero point 0, found {input_zero_point} and "
-                           f"{output_zero_point} (transpose_conv.cc Prepare: TF_LITE_ENSURE_EQ zero_point, 0)")
-    p = prepare_conv2d(input_scale, weight_scales, output_scale, 0, "none", channels=channels, op=op)
-    lo, hi = activation_range(activation, output_scale, 0, np.int16, op)
-    return replace(p, act_min=lo, act_max=hi)
+    return prepare_conv2d(input_scale, weight_scales, output_scale, output_zero_point, activation,
+                          channels=channels, op="transpose_conv", storage=storage, input_zero_point=input_zero_point)
 
 
 def transpose_conv_pads(padding: str, output_hw: Sequence[int], kernel_hw: Sequence[int],
@@ -147,12 +136,7 @@ def transpose_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
     if accumulator == "int64":
         if b is not None:
             acc += b.reshape(1, -1, 1, 1)
-        try:
-            scaled = multiply_by_quantized_multiplier_int64(acc, big_m.reshape(1, -1, 1, 1),
-                                                            shift_.reshape(1, -1, 1, 1))
-        except ValueError as e:   # |acc| past 2**47, a shift past 7 or a result past int32: LiteRT's DCHECKs
-            raise QKernelError(f"{op}: {e}") from None
-        return saturate(np.asarray(scaled), lo, hi).astype(np.int16)
+        return requantize_16x8(acc, big_m, shift_, lo, hi, op)   # the 64-bit MBQM, as CONV_2D's
     if int((deviation * l1 + b_abs).max(initial=0)) > INT32_MAX:
         terms = _scatter(np.abs(x.astype(np.float64) - zp_in), np.abs(weight.astype(np.float64)), (sh, sw),
                          (top, left), (oh, ow))
