@@ -13,7 +13,9 @@ with every other option at its default), the one quantized model is measured in:
 
 Peers, each on the same calibration samples and run in ONNX Runtime (bench/_mr_run.py): ONNX
 Runtime's ``quantize_static`` (QDQ, per-channel, QInt8; MinMax, Entropy, Percentile) and NNCF's
-``nncf.quantize`` (ONNX backend, defaults).
+``nncf.quantize`` (ONNX backend, defaults). And one ceiling row, ``int8 weights only``: the fp32 model
+with quantir's int8 per-channel weights and float activations, in ONNX Runtime — what the weights
+alone cost, which no activation calibration method can win back.
 
 Metric: top-1 accuracy where the data has labels (Fashion-MNIST, rendered text lines and pages), else top-1
 agreement with the fp32 model (ONNX Runtime on the float file) on the evaluation samples. Each
@@ -163,6 +165,24 @@ def _ref_check(interp, tflite: bytes, case: D.Case, n: int) -> dict:
     return {"samples": len(x), "max_abs_diff": float(np.abs(ref.astype(np.float64) - got).max())}
 
 
+WEIGHTS_ONLY = "int8 weights only"
+
+
+def weights_only_row(case: D.Case, score: Scorer, tmp: Path) -> dict:
+    """The ceiling the weights set: the fp32 model with quantir's int8 per-channel weights (round to
+    nearest) and float activations, run in ONNX Runtime. No activation calibration can do better than
+    the weights it rounds, so a model whose row is far from fp32 here (EfficientNet-Lite0) is limited
+    by LiteRT's int8 weights, not by the calibration method."""
+    import quantir as qr
+    try:
+        result, seconds = timed(qr.quantize_weights, case.path, qr.WeightOnlyConfig(bits=8))
+        path = result.save(tmp / "weights_only.onnx")
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return {"quantize_seconds": seconds,
+            "runtimes": {"ort_qdq": measure_runtime(R.ort_runner(path, case.input_name), case, score)}}
+
+
 def peer_rows(case: D.Case, score: Scorer, tmp: Path) -> dict:
     rows: dict = {}
     for method in R.ORT_METHODS:
@@ -199,6 +219,7 @@ def measure_case(case: D.Case, methods, peers: bool, ref_check: int) -> dict:
             t0 = time.perf_counter()
             rows[f"quantir {method}"] = quantir_row(case, method, score, Path(tmp), ref_check)
             print(f"  quantir {method}: {time.perf_counter() - t0:.1f} s", flush=True)
+        rows[WEIGHTS_ONLY] = weights_only_row(case, score, Path(tmp))
         if peers:
             t0 = time.perf_counter()
             rows.update(peer_rows(case, score, Path(tmp)))

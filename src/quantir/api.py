@@ -186,7 +186,7 @@ class Result:
         return {"budget": p.budget.describe(), "all_int8": p.before, "with_promotions": p.after, "met": p.met,
                 "refused": p.refused, "best_tried": p.best_tried,
                 "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
-                "held_out": p.held_out,
+                "held_out": p.held_out, "weight_rounding": p.rounding,
                 "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
                              for c in p.promoted]}
 
@@ -294,6 +294,11 @@ def _promotion_lines(m: dict) -> list[str]:
     for c in m["promoted"]:
         more = f" (+{len(c['tensors']) - 1} in its class)" if len(c["tensors"]) > 1 else ""
         lines.append(f"  {c['sqnr_int8_db']:7.2f} -> {c['sqnr_int16_db']:7.2f} dB  {c['tensors'][0]}{more}")
+    r = m.get("weight_rounding")
+    if r:   # weight_rounding="auto": nearest against hessian on the promoted module
+        kept = "hessian" if r["hessian"] >= r["nearest"] else "nearest"
+        lines.append(f"weights of the promoted model (weight_rounding='auto'): nearest {r['nearest']:.5g}, "
+                     f"hessian (GPTQ) {r['hessian']:.5g} -> {kept} kept")
     return lines
 
 
@@ -348,11 +353,15 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     int_fn = lower(fn, annotation, params, config)
     promotion = None
     if searching and samples_of(statistics):
-        names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget)
+        measure = _budget_measure(fn, statistics, config, budget)
+        names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, measure)
         if names:   # the fewest int16 tensors that meet the budget (quantize.precision)
             config = replace(config, int16=names)
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
+            if config.weight_rounding == "auto":
+                config, params, int_fn = _round_promoted(fn, annotation, statistics, config, params, int_fn,
+                                                         measure, promotion)
     health = check_health(fn, annotation, statistics, params, config)
     for message in health.warnings:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
@@ -414,27 +423,49 @@ def _quantize_from_stats(module: Module, config: Config) -> Result:
                   warnings=health.warnings, degenerate_data=health.degenerate_data)
 
 
-def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget):
-    """``precision.promote`` with the runs it needs: the float outputs on the budget's samples once
-    (the held-out ones, ``precision.samples_of``), and the integer module of each candidate
-    promotion in the target's arithmetic."""
+def _budget_measure(fn, statistics, config, budget):
+    """``measure(int_fn) -> (metric, met)``: an integer module's outputs in the target's arithmetic
+    against the float outputs on the budget's samples (the held-out ones, ``precision.samples_of``),
+    the float side run once."""
     kept = samples_of(statistics)
-    float_names, int_names = output_names(fn), output_names(int_fn)
+    float_names = output_names(fn)
     engine = make_engine(fn, [], config.engine)
     reference = [{n: np.asarray(engine.run(b)[n]) for n in float_names} for b in kept]
 
-    def evaluate(names: tuple[str, ...]):
-        cfg = replace(config, int16=names)
-        p = solve(annotation, statistics, cfg, fn) if names else params
-        f = lower(fn, annotation, p, cfg) if names else int_fn
-        run_int = make_engine(f, [], config.integer_engine)
+    def measure(int_fn: Function) -> tuple[float, bool]:
+        run_int = make_engine(int_fn, [], config.integer_engine)
         got = []
         for b in kept:
             out = run_int.run(b)
-            got.append({n: np.asarray(out[m], np.float32) for n, m in zip(float_names, int_names)})
+            got.append({n: np.asarray(out[m], np.float32) for n, m in zip(float_names, output_names(int_fn))})
         return score(budget, reference, got)
-    return promote(fn, statistics, config, params, budget, evaluate,
+    return measure
+
+
+def _mixed_precision(fn, annotation, statistics, config, params, int_fn, measure):
+    """``precision.promote`` with the runs it needs: the integer module of each candidate
+    promotion, measured in the target's arithmetic (``_budget_measure``)."""
+    def evaluate(names: tuple[str, ...]):
+        cfg = replace(config, int16=names)
+        return measure(lower(fn, annotation, solve(annotation, statistics, cfg, fn), cfg) if names else int_fn)
+    return promote(fn, statistics, config, params, parse_budget(config.budget), evaluate,
                    lambda: int16_classes(annotation, statistics, config, fn))
+
+
+def _round_promoted(fn, annotation, statistics, config, params, int_fn, measure, promotion):
+    """``weight_rounding="auto"`` after a promotion: the same int16 tensors with the conv/FC weights
+    rounded for their outputs (``"hessian"``), kept when the budget's metric is at least as good
+    (the search measured the nearest-rounded module: ``promotion.after``)."""
+    cfg = replace(config, weight_rounding="hessian")
+    p = solve(annotation, statistics, cfg, fn)
+    f = lower(fn, annotation, p, cfg)
+    value, met = measure(f)
+    promotion.evaluations += 1
+    promotion.rounding = {"nearest": promotion.after, "hessian": value}
+    if value >= promotion.after:
+        promotion.after, promotion.met = value, met
+        return cfg, p, f
+    return replace(config, weight_rounding="nearest"), params, int_fn
 
 
 def _user_stacklevel() -> int:

@@ -125,3 +125,31 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     assert main(args + ["-o", str(tmp_path / "c.onnx"), "--budget", "fast"]) != 0
     assert "budget 'fast' is not understood" in capsys.readouterr().err
     assert not (tmp_path / "c.onnx").exists()
+
+
+
+@pytest.fixture(scope="module")
+def promoted_nearest(calibration):
+    return qr.quantize(_model(), calibration, qr.Config(progress=False, budget="44dB", weight_rounding="nearest"))
+
+
+def test_auto_weight_rounding_keeps_the_better_measured_rounding_of_the_promoted_model(promoted, promoted_nearest):
+    """``weight_rounding="auto"`` (default): the search promotes with nearest rounding (the same
+    promotions as an explicit ``"nearest"``), then the promoted model with hessian-rounded weights is
+    measured too and the better of the two is kept and reported."""
+    p, n = promoted.promotion, promoted_nearest.promotion
+    assert [c.names for c in p.promoted] == [c.names for c in n.promoted]
+    assert set(p.rounding) == {"nearest", "hessian"} and p.rounding["nearest"] == n.after
+    assert p.evaluations == n.evaluations + 1
+    chosen = "hessian" if p.rounding["hessian"] >= p.rounding["nearest"] else "nearest"
+    assert promoted.config.weight_rounding == chosen and p.after == max(p.rounding.values()) and p.met
+    assert f"-> {chosen} kept" in promoted.summary()
+    feeds = _calibration(2, seed=5)[0]
+    same = np.array_equal(run(promoted_nearest.module, feeds)["y"], run(promoted.module, feeds)["y"])
+    assert same == (chosen == "nearest")
+
+
+def test_explicit_weight_rounding_is_not_second_guessed(promoted_nearest):
+    r = promoted_nearest
+    assert r.promotion.promoted and r.promotion.rounding is None and r.config.weight_rounding == "nearest"
+    assert "weight_rounding='auto'" not in r.summary()
