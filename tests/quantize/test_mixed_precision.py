@@ -119,6 +119,11 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     assert main(args + ["-o", str(tmp_path / "a.onnx"), "--budget", "44dB", "--summary", str(tmp_path / "a.json")]) == 0
     mixed = json.loads((tmp_path / "a.json").read_text())["mixed_precision"]
     assert mixed["promoted"] and mixed["with_promotions"] > mixed["all_int8"] + 5, mixed
+    assert set(mixed["weight_rounding"]) == {"nearest", "hessian"}   # --weight-rounding auto, the default
+    assert main(args + ["-o", str(tmp_path / "n.onnx"), "--budget", "44dB", "--weight-rounding", "nearest",
+                        "--summary", str(tmp_path / "n.json")]) == 0
+    nearest = json.loads((tmp_path / "n.json").read_text())["mixed_precision"]
+    assert nearest["weight_rounding"] is None and nearest["with_promotions"] == mixed["weight_rounding"]["nearest"]
     assert main(args + ["-o", str(tmp_path / "b.onnx"), "--budget", "off", "--int16", "scores",
                         "--summary", str(tmp_path / "b.json")]) == 0
     assert "mixed_precision" not in json.loads((tmp_path / "b.json").read_text())

@@ -40,9 +40,11 @@ GAPS: dict[tuple[str, str], str] = {
     ("casts", "ddddocr_ocr"): LSTM_ISLAND,
     ("qoperator_casts", "ddddocr_ocr"): LSTM_ISLAND,
     ("tflite_exact", "ddddocr_ocr"): LSTM_ISLAND,
-    # accuracy below issue 14's bar with every op quantized (ORT's quantize_static, bench/real_models.py,
-    # is as far or farther); no part of the issue addresses it yet
+    # accuracy below issue 14's bar with every activation int8 (budget=None; ORT's quantize_static,
+    # bench/real_models.py, is as far or farther). The models in DEFAULT_MEETS meet it with the defaults
+    # (mixed precision), tested below.
     ("accuracy", "ppocrv5_det"): "int8 map cosine 0.85 / binarized IoU 0.72 against fp32 (needs >= 0.99 / 0.95)",
+    ("accuracy", "ppocrv5_rec"): "all int8: CTC strings equal fp32's on 7 of these 8 lines (78% on 32)",
     ("accuracy", "layout_cdla"): "3% of PicoDet boxes match fp32's at IoU >= 0.9 (needs >= 95%)",
     ("accuracy", "ddddocr_ocr"): "CTC strings equal fp32's on < 95% of lines with the LSTM left float",
     ("accuracy", "ppocrv6_tiny_rec"): ("CTC strings equal fp32's on 7 of these 8 lines (86-89% on 100 lines): the "
@@ -268,7 +270,7 @@ def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp
 
 # issue 14's accuracy bars met by the *default* quantization (mixed precision: tensors promoted to
 # int16 until the outputs meet the 0.995 cosine budget), where the all-int8 model above misses them
-DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec")
+DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec", "ppocrv6_tiny_rec")
 
 
 @pytest.mark.slow

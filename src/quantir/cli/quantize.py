@@ -56,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bias-correction", choices=("off", "weights", "empirical"), default="weights",
                    help="fold each conv/FC's mean output error into its bias: from the weights' rounding "
                         "(default), measured on the integer graph (empirical, slower), or off")
+    p.add_argument("--weight-rounding", choices=("auto", "nearest", "hessian"), default="auto",
+                   help="int8 weights: nearest step, or hessian (GPTQ: rounded together so each conv/FC output "
+                        "moves least on the calibration samples); auto (default): hessian when the budget "
+                        "promotes tensors to int16 and it measures better, else nearest")
     p.add_argument("--io", choices=("float", "int8"), default="float",
                    help=".tflite interface: float32 through QUANTIZE/DEQUANTIZE (default) or int8 tensors")
     p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="entropy",
@@ -170,7 +174,8 @@ def _config(args: argparse.Namespace, output: str | None = None):
     from ..quantize.config import Config
     return Config(method=args.method, per_channel=not args.per_tensor, exclude=tuple(args.exclude),
                   engine=args.engine, max_samples=args.max_samples, progress=not args.quiet,
-                  bias_correction=args.bias_correction, target=target_for(output or args.output, args.target),
+                  bias_correction=args.bias_correction, weight_rounding=args.weight_rounding,
+                  target=target_for(output or args.output, args.target),
                   activations="int16" if args.activations == "int16" else "int8", int16=tuple(args.int16),
                   **({} if args.budget is None else {"budget": args.budget}))
 
