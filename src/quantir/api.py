@@ -26,7 +26,7 @@ from .ir import Function, Module, Operation, Value, clone_module
 from .ir.dialects import quant
 from .quantize import check as spec_view
 from .quantize.calibrate import Statistics, calibrate, ensure_names, input_specs
-from .quantize.config import Config
+from .quantize.config import DEFAULT_BUDGET, Config
 from .quantize.data import as_dataset
 from .quantize.expand import expand, would_expand
 from .quantize import outliers as _outliers
@@ -115,6 +115,8 @@ class Result:
     promotion: Promotion | None = None
     # the LayerNorm outlier passes (Config.outliers, quantize.outliers): what each rewrote, what it left and why
     outliers: _outliers.OutlierStats = field(default_factory=_outliers.OutlierStats)
+    # weight_rounding="auto" with int16 activations: the metric of each rounding measured, or None
+    rounding: dict | None = None
 
     # -- inspection -----------------------------------------------------------------------------
     def cast_counts(self) -> tuple[int, int]:
@@ -179,6 +181,7 @@ class Result:
             "onnxruntime_float_ops": [{"op": label, "kind": kind} for label, kind in self.onnxruntime_float_ops()],
             **({"int8_ops": self._int8_ops()} if self.config.activations == "int16" else {}),
             **({"mixed_precision": self._promotion_dict()} if self.promotion is not None else {}),
+            **({"weight_rounding": self.rounding} if self.rounding is not None else {}),
         }
 
     def _promotion_dict(self) -> dict:
@@ -220,6 +223,8 @@ class Result:
                              f"{k} {n}" for k, n in kinds.most_common()) + ")"))
         if "mixed_precision" in s:
             lines += _promotion_lines(s["mixed_precision"])
+        if "weight_rounding" in s:
+            lines.append(_rounding_line("int16 activations", s["weight_rounding"]))
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
@@ -294,12 +299,15 @@ def _promotion_lines(m: dict) -> list[str]:
     for c in m["promoted"]:
         more = f" (+{len(c['tensors']) - 1} in its class)" if len(c["tensors"]) > 1 else ""
         lines.append(f"  {c['sqnr_int8_db']:7.2f} -> {c['sqnr_int16_db']:7.2f} dB  {c['tensors'][0]}{more}")
-    r = m.get("weight_rounding")
-    if r:   # weight_rounding="auto": nearest against hessian on the promoted module
-        kept = "hessian" if r["hessian"] >= r["nearest"] else "nearest"
-        lines.append(f"weights of the promoted model (weight_rounding='auto'): nearest {r['nearest']:.5g}, "
-                     f"hessian (GPTQ) {r['hessian']:.5g} -> {kept} kept")
+    if m.get("weight_rounding"):   # weight_rounding="auto": nearest against hessian on the promoted module
+        lines.append(_rounding_line("the promoted model", m["weight_rounding"]))
     return lines
+
+
+def _rounding_line(what: str, r: dict) -> str:
+    kept = "hessian" if r["hessian"] >= r["nearest"] else "nearest"
+    return (f"weights of {what} (weight_rounding='auto', {r['metric']}): nearest {r['nearest']:.5g}, "
+            f"hessian (GPTQ) {r['hessian']:.5g} -> {kept} kept")
 
 
 def _rewrite_doc(name: str) -> str:
@@ -360,14 +368,24 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
             if config.weight_rounding == "auto":
-                config, params, int_fn = _round_promoted(fn, annotation, statistics, config, params, int_fn,
-                                                         measure, promotion)
+                config, params, int_fn, promotion.rounding = _better_rounding(
+                    fn, annotation, statistics, config, params, int_fn, measure, promotion.after, budget)
+                promotion.evaluations += 1
+                promotion.after = max(promotion.rounding["nearest"], promotion.rounding["hessian"])
+                promotion.met = score_met(budget, promotion.after)
+    rounding = None
+    if config.activations == "int16" and config.weight_rounding == "auto" and samples_of(statistics):
+        # every activation int16: the int8 weights are most of the error left (Config.weight_rounding)
+        judge = budget if budget is not None and budget.kind != "callback" else parse_budget(DEFAULT_BUDGET)
+        measure = _budget_measure(fn, statistics, config, judge)
+        config, params, int_fn, rounding = _better_rounding(fn, annotation, statistics, config, params, int_fn,
+                                                            measure, measure(int_fn)[0], judge)
     health = check_health(fn, annotation, statistics, params, config)
     for message in health.warnings:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
                   warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites,
-                  promotion=promotion, outliers=outlier_stats)
+                  promotion=promotion, outliers=outlier_stats, rounding=rounding)
 
 
 def calibration_stats(model: Any, calibration: Any, config: Config | None = None) -> Module:
@@ -452,20 +470,23 @@ def _mixed_precision(fn, annotation, statistics, config, params, int_fn, measure
                    lambda: int16_classes(annotation, statistics, config, fn))
 
 
-def _round_promoted(fn, annotation, statistics, config, params, int_fn, measure, promotion):
-    """``weight_rounding="auto"`` after a promotion: the same int16 tensors with the conv/FC weights
-    rounded for their outputs (``"hessian"``), kept when the budget's metric is at least as good
-    (the search measured the nearest-rounded module: ``promotion.after``)."""
+def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: float, budget):
+    """``weight_rounding="auto"``: the module quantized with hessian-rounded conv/FC weights, measured
+    by ``measure`` against ``nearest`` (the nearest-rounded module's metric); the better is kept, a
+    tie going to hessian. Returns (config, params, int_fn, {"nearest", "hessian", "metric"})."""
     cfg = replace(config, weight_rounding="hessian")
     p = solve(annotation, statistics, cfg, fn)
     f = lower(fn, annotation, p, cfg)
-    value, met = measure(f)
-    promotion.evaluations += 1
-    promotion.rounding = {"nearest": promotion.after, "hessian": value}
-    if value >= promotion.after:
-        promotion.after, promotion.met = value, met
-        return cfg, p, f
-    return replace(config, weight_rounding="nearest"), params, int_fn
+    value, _ = measure(f)
+    figures = {"nearest": nearest, "hessian": value, "metric": budget.describe()}
+    if value >= nearest:
+        return cfg, p, f, figures
+    return replace(config, weight_rounding="nearest"), params, int_fn, figures
+
+
+def score_met(budget, value: float) -> bool:
+    """Whether ``value`` (``precision.score``'s) meets ``budget``: a callback's value is 1.0 when it does."""
+    return value >= (1.0 if budget.kind == "callback" else budget.floor)
 
 
 def _user_stacklevel() -> int:

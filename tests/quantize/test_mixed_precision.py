@@ -119,7 +119,7 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     assert main(args + ["-o", str(tmp_path / "a.onnx"), "--budget", "44dB", "--summary", str(tmp_path / "a.json")]) == 0
     mixed = json.loads((tmp_path / "a.json").read_text())["mixed_precision"]
     assert mixed["promoted"] and mixed["with_promotions"] > mixed["all_int8"] + 5, mixed
-    assert set(mixed["weight_rounding"]) == {"nearest", "hessian"}   # --weight-rounding auto, the default
+    assert set(mixed["weight_rounding"]) == {"nearest", "hessian", "metric"}   # --weight-rounding auto, the default
     assert main(args + ["-o", str(tmp_path / "n.onnx"), "--budget", "44dB", "--weight-rounding", "nearest",
                         "--summary", str(tmp_path / "n.json")]) == 0
     nearest = json.loads((tmp_path / "n.json").read_text())["mixed_precision"]
@@ -144,10 +144,11 @@ def test_auto_weight_rounding_keeps_the_better_measured_rounding_of_the_promoted
     measured too and the better of the two is kept and reported."""
     p, n = promoted.promotion, promoted_nearest.promotion
     assert [c.names for c in p.promoted] == [c.names for c in n.promoted]
-    assert set(p.rounding) == {"nearest", "hessian"} and p.rounding["nearest"] == n.after
+    assert set(p.rounding) == {"nearest", "hessian", "metric"} and p.rounding["nearest"] == n.after
     assert p.evaluations == n.evaluations + 1
     chosen = "hessian" if p.rounding["hessian"] >= p.rounding["nearest"] else "nearest"
-    assert promoted.config.weight_rounding == chosen and p.after == max(p.rounding.values()) and p.met
+    assert promoted.config.weight_rounding == chosen and p.met
+    assert p.after == max(p.rounding["nearest"], p.rounding["hessian"])
     assert f"-> {chosen} kept" in promoted.summary()
     feeds = _calibration(2, seed=5)[0]
     same = np.array_equal(run(promoted_nearest.module, feeds)["y"], run(promoted.module, feeds)["y"])
@@ -158,3 +159,17 @@ def test_explicit_weight_rounding_is_not_second_guessed(promoted_nearest):
     r = promoted_nearest
     assert r.promotion.promoted and r.promotion.rounding is None and r.config.weight_rounding == "nearest"
     assert "weight_rounding='auto'" not in r.summary()
+
+
+def test_auto_weight_rounding_with_every_activation_int16_measures_both(calibration):
+    """All-int16 (no search): "auto" measures nearest and hessian rounding with the budget's metric on
+    the kept samples and keeps the better; an explicit rounding is used as given."""
+    r = qr.quantize(_model(), calibration, qr.Config(progress=False, activations="int16"))
+    n = qr.quantize(_model(), calibration, qr.Config(progress=False, activations="int16", weight_rounding="nearest"))
+    assert r.promotion is None and n.rounding is None and n.config.weight_rounding == "nearest"
+    assert r.rounding["metric"] == "mean output cosine >= 0.995", r.rounding
+    chosen = "hessian" if r.rounding["hessian"] >= r.rounding["nearest"] else "nearest"
+    assert r.config.weight_rounding == chosen and r.summary_dict()["weight_rounding"] == r.rounding
+    assert "weights of int16 activations (weight_rounding='auto', mean output cosine >= 0.995)" in r.summary()
+    feeds = _calibration(2, seed=5)[0]
+    assert np.array_equal(run(n.module, feeds)["y"], run(r.module, feeds)["y"]) == (chosen == "nearest")
