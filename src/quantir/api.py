@@ -38,6 +38,7 @@ from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
 from .quantize.precision import Promotion, parse_budget, promote, samples_of, score
 from .ir.names import output_names
+from .quantize.params import hessian_applies
 from .quantize.solver import ActParams, int16_classes, solve
 from .quantize import stats_ir
 from .report.layers import LayerError, add_sums, error_sums, from_sums
@@ -115,7 +116,8 @@ class Result:
     promotion: Promotion | None = None
     # the LayerNorm outlier passes (Config.outliers, quantize.outliers): what each rewrote, what it left and why
     outliers: _outliers.OutlierStats = field(default_factory=_outliers.OutlierStats)
-    # weight_rounding="auto" with int16 activations: the metric of each rounding measured, or None
+    # weight_rounding="auto" once tensors are int16 (promoted, or every activation): the metric of
+    # each rounding measured ({"nearest", "hessian", "metric"}), or None when it did not apply
     rounding: dict | None = None
 
     # -- inspection -----------------------------------------------------------------------------
@@ -189,7 +191,7 @@ class Result:
         return {"budget": p.budget.describe(), "all_int8": p.before, "with_promotions": p.after, "met": p.met,
                 "refused": p.refused, "best_tried": p.best_tried,
                 "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
-                "held_out": p.held_out, "weight_rounding": p.rounding,
+                "held_out": p.held_out,
                 "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
                              for c in p.promoted]}
 
@@ -224,7 +226,7 @@ class Result:
         if "mixed_precision" in s:
             lines += _promotion_lines(s["mixed_precision"])
         if "weight_rounding" in s:
-            lines.append(_rounding_line("int16 activations", s["weight_rounding"]))
+            lines.append(_rounding_line(s["weight_rounding"]))
         lines.append(f"quantize ops left: {s['quantize_ops']}, dequantize ops left: {s['dequantize_ops']}")
         spec = s["spec_check"]
         lines.append(f"LiteRT int8 spec check: {spec['checked']} ops, {len(spec['violations'])} violations")
@@ -299,14 +301,12 @@ def _promotion_lines(m: dict) -> list[str]:
     for c in m["promoted"]:
         more = f" (+{len(c['tensors']) - 1} in its class)" if len(c["tensors"]) > 1 else ""
         lines.append(f"  {c['sqnr_int8_db']:7.2f} -> {c['sqnr_int16_db']:7.2f} dB  {c['tensors'][0]}{more}")
-    if m.get("weight_rounding"):   # weight_rounding="auto": nearest against hessian on the promoted module
-        lines.append(_rounding_line("the promoted model", m["weight_rounding"]))
     return lines
 
 
-def _rounding_line(what: str, r: dict) -> str:
+def _rounding_line(r: dict) -> str:
     kept = "hessian" if r["hessian"] >= r["nearest"] else "nearest"
-    return (f"weights of {what} (weight_rounding='auto', {r['metric']}): nearest {r['nearest']:.5g}, "
+    return (f"int16 model's weights (weight_rounding='auto', {r['metric']}): nearest {r['nearest']:.5g}, "
             f"hessian (GPTQ) {r['hessian']:.5g} -> {kept} kept")
 
 
@@ -359,27 +359,28 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
-    promotion = None
+    promotion = rounding = None
+    # weight_rounding="auto": once tensors are int16 the int8 weights are most of the error left, so
+    # hessian rounding is measured against nearest there (Config.weight_rounding)
+    auto = config.weight_rounding == "auto" and any(hessian_applies(r) for r in annotation.regions)
     if searching and samples_of(statistics):
         measure = _budget_measure(fn, statistics, config, budget)
-        names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, measure)
+        names, promotion = _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget, measure)
         if names:   # the fewest int16 tensors that meet the budget (quantize.precision)
             config = replace(config, int16=names)
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
-            if config.weight_rounding == "auto":
-                config, params, int_fn, promotion.rounding = _better_rounding(
-                    fn, annotation, statistics, config, params, int_fn, measure, promotion.after, budget)
+            if auto:
+                config, params, int_fn, rounding, (promotion.after, promotion.met) = _better_rounding(
+                    fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
+                    budget.describe())
                 promotion.evaluations += 1
-                promotion.after = max(promotion.rounding["nearest"], promotion.rounding["hessian"])
-                promotion.met = score_met(budget, promotion.after)
-    rounding = None
-    if config.activations == "int16" and config.weight_rounding == "auto" and samples_of(statistics):
-        # every activation int16: the int8 weights are most of the error left (Config.weight_rounding)
+    elif config.activations == "int16" and auto and samples_of(statistics):
+        # no search to reuse: measured with the budget's metric, the default cosine for none or a callback
         judge = budget if budget is not None and budget.kind != "callback" else parse_budget(DEFAULT_BUDGET)
         measure = _budget_measure(fn, statistics, config, judge)
-        config, params, int_fn, rounding = _better_rounding(fn, annotation, statistics, config, params, int_fn,
-                                                            measure, measure(int_fn)[0], judge)
+        config, params, int_fn, rounding, _ = _better_rounding(fn, annotation, statistics, config, params, int_fn,
+                                                               measure, measure(int_fn), judge.describe())
     health = check_health(fn, annotation, statistics, params, config)
     for message in health.warnings:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
@@ -452,41 +453,40 @@ def _budget_measure(fn, statistics, config, budget):
 
     def measure(int_fn: Function) -> tuple[float, bool]:
         run_int = make_engine(int_fn, [], config.integer_engine)
+        pairs = list(zip(float_names, output_names(int_fn)))
         got = []
         for b in kept:
             out = run_int.run(b)
-            got.append({n: np.asarray(out[m], np.float32) for n, m in zip(float_names, output_names(int_fn))})
+            got.append({n: np.asarray(out[m], np.float32) for n, m in pairs})
         return score(budget, reference, got)
     return measure
 
 
-def _mixed_precision(fn, annotation, statistics, config, params, int_fn, measure):
+def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget, measure):
     """``precision.promote`` with the runs it needs: the integer module of each candidate
     promotion, measured in the target's arithmetic (``_budget_measure``)."""
     def evaluate(names: tuple[str, ...]):
         cfg = replace(config, int16=names)
         return measure(lower(fn, annotation, solve(annotation, statistics, cfg, fn), cfg) if names else int_fn)
-    return promote(fn, statistics, config, params, parse_budget(config.budget), evaluate,
+    return promote(fn, statistics, config, params, budget, evaluate,
                    lambda: int16_classes(annotation, statistics, config, fn))
 
 
-def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: float, budget):
+def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: tuple[float, bool],
+                     metric: str):
     """``weight_rounding="auto"``: the module quantized with hessian-rounded conv/FC weights, measured
-    by ``measure`` against ``nearest`` (the nearest-rounded module's metric); the better is kept, a
-    tie going to hessian. Returns (config, params, int_fn, {"nearest", "hessian", "metric"})."""
+    by ``measure`` (``metric`` says what it computes) against ``nearest`` (the nearest-rounded
+    module's (metric, met)); the better is
+    kept, a tie going to hessian. Returns (config, params, int_fn, {"nearest", "hessian", "metric"},
+    the kept module's (metric, met))."""
     cfg = replace(config, weight_rounding="hessian")
     p = solve(annotation, statistics, cfg, fn)
     f = lower(fn, annotation, p, cfg)
-    value, _ = measure(f)
-    figures = {"nearest": nearest, "hessian": value, "metric": budget.describe()}
-    if value >= nearest:
-        return cfg, p, f, figures
-    return replace(config, weight_rounding="nearest"), params, int_fn, figures
-
-
-def score_met(budget, value: float) -> bool:
-    """Whether ``value`` (``precision.score``'s) meets ``budget``: a callback's value is 1.0 when it does."""
-    return value >= (1.0 if budget.kind == "callback" else budget.floor)
+    hessian = measure(f)
+    figures = {"nearest": nearest[0], "hessian": hessian[0], "metric": metric}
+    if hessian[0] >= nearest[0]:
+        return cfg, p, f, figures, hessian
+    return replace(config, weight_rounding="nearest"), params, int_fn, figures, nearest
 
 
 def _user_stacklevel() -> int:

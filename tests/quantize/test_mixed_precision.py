@@ -117,13 +117,14 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
              mask=np.ones((48, 8), np.int64))
     args = ["quantize", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "calib.npz"), "-q"]
     assert main(args + ["-o", str(tmp_path / "a.onnx"), "--budget", "44dB", "--summary", str(tmp_path / "a.json")]) == 0
-    mixed = json.loads((tmp_path / "a.json").read_text())["mixed_precision"]
+    summary = json.loads((tmp_path / "a.json").read_text())
+    mixed, rounding = summary["mixed_precision"], summary["weight_rounding"]
     assert mixed["promoted"] and mixed["with_promotions"] > mixed["all_int8"] + 5, mixed
-    assert set(mixed["weight_rounding"]) == {"nearest", "hessian", "metric"}   # --weight-rounding auto, the default
+    assert set(rounding) == {"nearest", "hessian", "metric"}   # --weight-rounding auto, the default
     assert main(args + ["-o", str(tmp_path / "n.onnx"), "--budget", "44dB", "--weight-rounding", "nearest",
                         "--summary", str(tmp_path / "n.json")]) == 0
-    nearest = json.loads((tmp_path / "n.json").read_text())["mixed_precision"]
-    assert nearest["weight_rounding"] is None and nearest["with_promotions"] == mixed["weight_rounding"]["nearest"]
+    nearest = json.loads((tmp_path / "n.json").read_text())
+    assert "weight_rounding" not in nearest and nearest["mixed_precision"]["with_promotions"] == rounding["nearest"]
     assert main(args + ["-o", str(tmp_path / "b.onnx"), "--budget", "off", "--int16", "scores",
                         "--summary", str(tmp_path / "b.json")]) == 0
     assert "mixed_precision" not in json.loads((tmp_path / "b.json").read_text())
@@ -144,11 +145,12 @@ def test_auto_weight_rounding_keeps_the_better_measured_rounding_of_the_promoted
     measured too and the better of the two is kept and reported."""
     p, n = promoted.promotion, promoted_nearest.promotion
     assert [c.names for c in p.promoted] == [c.names for c in n.promoted]
-    assert set(p.rounding) == {"nearest", "hessian", "metric"} and p.rounding["nearest"] == n.after
+    r = promoted.rounding
+    assert set(r) == {"nearest", "hessian", "metric"} and r["nearest"] == n.after
     assert p.evaluations == n.evaluations + 1
-    chosen = "hessian" if p.rounding["hessian"] >= p.rounding["nearest"] else "nearest"
+    chosen = "hessian" if r["hessian"] >= r["nearest"] else "nearest"
     assert promoted.config.weight_rounding == chosen and p.met
-    assert p.after == max(p.rounding["nearest"], p.rounding["hessian"])
+    assert p.after == max(r["nearest"], r["hessian"])
     assert f"-> {chosen} kept" in promoted.summary()
     feeds = _calibration(2, seed=5)[0]
     same = np.array_equal(run(promoted_nearest.module, feeds)["y"], run(promoted.module, feeds)["y"])
@@ -157,7 +159,7 @@ def test_auto_weight_rounding_keeps_the_better_measured_rounding_of_the_promoted
 
 def test_explicit_weight_rounding_is_not_second_guessed(promoted_nearest):
     r = promoted_nearest
-    assert r.promotion.promoted and r.promotion.rounding is None and r.config.weight_rounding == "nearest"
+    assert r.promotion.promoted and r.rounding is None and r.config.weight_rounding == "nearest"
     assert "weight_rounding='auto'" not in r.summary()
 
 
@@ -170,6 +172,6 @@ def test_auto_weight_rounding_with_every_activation_int16_measures_both(calibrat
     assert r.rounding["metric"] == "mean output cosine >= 0.995", r.rounding
     chosen = "hessian" if r.rounding["hessian"] >= r.rounding["nearest"] else "nearest"
     assert r.config.weight_rounding == chosen and r.summary_dict()["weight_rounding"] == r.rounding
-    assert "weights of int16 activations (weight_rounding='auto', mean output cosine >= 0.995)" in r.summary()
+    assert "int16 model's weights (weight_rounding='auto', mean output cosine >= 0.995)" in r.summary()
     feeds = _calibration(2, seed=5)[0]
     assert np.array_equal(run(n.module, feeds)["y"], run(r.module, feeds)["y"]) == (chosen == "nearest")

@@ -168,7 +168,6 @@ class Promotion:
     held_out: bool = False            # ... set aside from the calibration (False: too few to spare)
     refused: str = ""                 # the last error of a promotion the kernels could not run
     best_tried: float | None = None   # a missed budget: the best metric any promotion reached
-    rounding: dict | None = None      # weight_rounding="auto" after a promotion: metric per rounding
 
 
 def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float]) -> np.ndarray:
