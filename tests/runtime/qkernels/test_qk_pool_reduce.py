@@ -148,6 +148,20 @@ def test_softmax_matches_litert(shape, s_in, beta, z_in, seed, lut):
     assert_same(f"SOFTMAX ({variant})", got, expected)
 
 
+@hsettings(15)
+@given(rows=st.integers(1, 3), n=st.integers(256, 1500), s_in=log_uniform(1e-2, 0.5), seed=seeds)
+def test_softmax_long_rows_match_litert(rows, n, s_in, seed):
+    """Rows at least as long as the 256 possible differences q - max(q): the kernel then tabulates
+    each row's outputs per difference (a recognizer's 6,625 classes) instead of computing each element."""
+    rng = np.random.default_rng(seed)
+    x = int8_data(rng, (rows, n))
+    p = qk.prepare_softmax(s_in)
+    (expected,) = run_op(OP.SOFTMAX, [T((rows, n), scale=s_in, zero_point=0)],
+                         [T((rows, n), scale=1 / 256, zero_point=-128)], [x], SoftmaxOptions(beta=1.0),
+                         resolver="reference")
+    assert_same("SOFTMAX (long rows)", qk.softmax(x, **p.as_kwargs()), expected)
+
+
 def test_softmax_rejects_what_litert_rejects():
     with pytest.raises(qk.QKernelError, match="1/256"):
         qk.prepare_softmax(0.1, 1.0, 1 / 256, -127)

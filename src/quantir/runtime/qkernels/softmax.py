@@ -125,13 +125,14 @@ def prepare_softmax(input_scale: float, beta: float = 1.0, output_scale: float |
 
 
 def _exponentials(x: np.ndarray, axis: int, input_multiplier: int, input_left_shift: int, diff_min: int):
-    """Per element along the last axis: which are live, ``exp(d)`` in Q0.31 and its Q12.19 term."""
+    """The last axis' index ``d + 255`` of every element (``d = q - max(q)``, moved to the last axis)
+    and, per possible ``d`` in [-255, 0]: is it live, ``exp(d)`` in Q0.31 and its Q12.19 term."""
     x = check_quantized(x, "softmax", "input")
-    q = np.moveaxis(x, axis, -1).astype(np.int64)
-    diff = q - q.max(axis=-1, keepdims=True)
-    # All three are functions of d = q - max(q) alone, an integer in [-255, 0]: the gemmlowp chain
-    # (a dozen SRDHMs per element) runs once per possible d and the elements look their values up.
-    # Same integers; on a recognizer's 6,625-class output it was most of the quantize time.
+    q = np.moveaxis(x, axis, -1).astype(np.int16)
+    at = (q - q.max(axis=-1, keepdims=True) + 255).astype(np.intp)
+    # Everything per element is a function of d alone (and of its row's sum): the gemmlowp chain
+    # (a dozen SRDHMs) runs once per possible d and the elements look their values up. Same
+    # integers; on a recognizer's 6,625-class output it had been most of the quantize time.
     d = np.arange(-255, 1, dtype=np.int64)
     live = d >= diff_min
     if input_left_shift > 30:
@@ -144,8 +145,7 @@ def _exponentials(x: np.ndarray, axis: int, input_multiplier: int, input_left_sh
                                                                    input_left_shift)
     exps = np.asarray(exp_on_negative_values(scaled, _SCALED_DIFF_INTEGER_BITS), np.int64)
     terms = np.where(live, rescale(exps, 0, _ACCUMULATION_INTEGER_BITS), 0).astype(np.int64)
-    at = diff + 255
-    return live[at], exps[at], terms[at]
+    return at, live, exps, terms
 
 
 def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff_min: int = 0,
@@ -157,8 +157,8 @@ def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff
         if exp_values is None or reciprocal_values is None:
             raise ValueError("softmax: an int16 input needs the tables of prepare_softmax(storage=np.int16)")
         return _softmax_int16(x, input_multiplier, input_left_shift, exp_values, reciprocal_values, axis)
-    live, exps, terms = _exponentials(x, axis, input_multiplier, input_left_shift, diff_min)
-    total = terms.sum(axis=-1, keepdims=True)   # Q12.19, each term <= 1.0
+    at, live, exps, terms = _exponentials(x, axis, input_multiplier, input_left_shift, diff_min)
+    total = terms[at].sum(axis=-1, keepdims=True)   # Q12.19, each term <= 1.0
     # A sum of 512 or more (>= 512 values tied with the row maximum, say) is outside the reference
     # kernel's domain: its final RoundingDivideByPOT exponent passes 31, gemmlowp's assert fires and
     # LiteRT aborts the process. Every probability is then below 1/512, half a step of 1/256, so
@@ -166,8 +166,12 @@ def softmax(x: np.ndarray, *, input_multiplier: int, input_left_shift: int, diff
     beyond = total >= _ABORT_SUM
     total = wrap_int32(np.where(beyond, 1 << 19, total))
     recip, bits = get_reciprocal(total, _ACCUMULATION_INTEGER_BITS)
-    unsat = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(recip, exps), bits + 31 - 8)
-    out = np.where(live & ~beyond, saturate(unsat - 128, -128, 127), -128).astype(np.int8)
+    if at.shape[-1] >= len(exps):   # long rows: each row's output for each possible d, looked up
+        unsat = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(recip, exps), bits + 31 - 8)
+        table = np.where(live & ~beyond, saturate(unsat - 128, -128, 127), -128).astype(np.int8)
+        return np.moveaxis(np.take_along_axis(table, at, axis=-1), -1, axis)
+    unsat = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(recip, exps[at]), bits + 31 - 8)
+    out = np.where(live[at] & ~beyond, saturate(unsat - 128, -128, 127), -128).astype(np.int8)
     return np.moveaxis(out, -1, axis)
 
 
@@ -175,8 +179,8 @@ def reference_softmax_aborts(x: np.ndarray, *, input_multiplier: int, input_left
                              axis: int = -1) -> np.ndarray:
     """Which rows (``x`` without ``axis``) LiteRT's ``BUILTIN_REF`` SOFTMAX cannot compute: their
     Q12.19 sum of exponentials is 512 or more, and the kernel aborts (see :func:`softmax`)."""
-    _, _, terms = _exponentials(x, axis, input_multiplier, input_left_shift, diff_min)
-    return terms.sum(axis=-1) >= _ABORT_SUM
+    at, _, _, terms = _exponentials(x, axis, input_multiplier, input_left_shift, diff_min)
+    return terms[at].sum(axis=-1) >= _ABORT_SUM
 
 
 def softmax_lut(x: np.ndarray, *, table: np.ndarray, output_scale: float, output_zero_point: int,
