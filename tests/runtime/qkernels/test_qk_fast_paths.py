@@ -162,3 +162,19 @@ def test_depthwise_with_channels_that_need_the_integer_requantization(hw):
         for kj in range(3):
             acc += xz[:, :, ki:ki + hw[0], kj:kj + hw[1]] * w[:, 0, ki, kj].astype(np.int64)[:, None, None]
     assert np.array_equal(got, requantize(acc, m, s, -2, -128, 127, channel_axis=1))
+
+
+@needs_jit
+@pytest.mark.parametrize("shift", [-31, -20, -12, -1, 0, 1, 5])
+def test_compiled_flat_requantize_matches_the_numpy_mbqm(shift):
+    """One multiplier over a large array (int16 ADD/MUL): the compiled loop against the numpy MBQM,
+    on accumulators that make ties of both roundings, into int8 and int16."""
+    from quantir.runtime.qkernels._common import BLOCK, _requantize_block
+    rng = np.random.default_rng(shift + 40)
+    bound = (1 << 31) >> max(shift, 0)
+    acc = np.concatenate([np.arange(-(1 << 12), 1 << 12), rng.integers(-bound, bound, BLOCK)]).astype(np.int64)
+    for m in (1 << 30, (1 << 31) - 1, 1518500250, 0):
+        for zp, lo, hi, dtype in ((0, -32768, 32767, np.int16), (-5, -128, 127, np.int8), (0, 0, 32767, np.int16)):
+            got = requantize(acc, m, shift, zp, lo, hi, dtype)
+            expected = _requantize_block(acc, np.int64(m), np.int64(shift), zp, lo, hi, dtype, "double")
+            assert got.dtype == dtype and np.array_equal(got, expected), (m, zp, dtype)

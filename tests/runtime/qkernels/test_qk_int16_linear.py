@@ -244,6 +244,31 @@ def test_mul_int16_matches_litert(shapes, s1, s2, headroom, act, seed):
     assert_same("MUL (int16)", got, expected)
 
 
+@hsettings(12)
+@given(scales=add_scales(), s_mul=log_uniform(1e-4, 1e-1), headroom=log_uniform(1.01, 1e4),
+       broadcast=st.booleans(), subtract=st.booleans(), seed=seeds)
+def test_large_int16_add_sub_mul_match_litert(scales, s_mul, headroom, broadcast, subtract, seed):
+    """Arrays of 65,536 elements or more take other paths: the inputs' rescaling looked up in the
+    function of every int16 value, and the requantization compiled (when numba is installed)."""
+    rng = np.random.default_rng(seed)
+    a = int16_data(rng, (2, 300, 120))
+    b = int16_data(rng, (1, 300, 1) if broadcast else (2, 300, 120))
+    s1, s2, so = scales
+    prepare, kernel, code, options = ((qk.prepare_sub, qk.sub, OP.SUB, SubOptions) if subtract else
+                                      (qk.prepare_add, qk.add, OP.ADD, AddOptions))
+    p = prepare(s1, s2, so, 0, "none", storage=I16, pot_scale_int16=False)
+    got = kernel(a, b, input1_zero_point=0, input2_zero_point=0, **p.as_kwargs())
+    (expected,) = run_op(code, [T(a.shape, I16, s1), T(b.shape, I16, s2)], [T(a.shape, I16, so)], [a, b],
+                         options(pot_scale_int16=False))
+    assert_same("ADD/SUB (int16, large)", got, expected)
+    so = float(np.float32(s_mul * s_mul * headroom))
+    p = qk.prepare_mul(s_mul, s_mul, so, 0, "relu", storage=I16)
+    got = qk.mul(a, b, input1_zero_point=0, input2_zero_point=0, **p.as_kwargs())
+    (expected,) = run_op(OP.MUL, [T(a.shape, I16, s_mul), T(b.shape, I16, s_mul)], [T(a.shape, I16, so)], [a, b],
+                         MulOptions(fused_activation_function=ACT["relu"]))
+    assert_same("MUL (int16, large)", got, expected)
+
+
 def test_mul_int16_refuses_an_overflowing_left_shift():
     """s1·s2/s_out > 1 shifts the int32 product left first; past int32 that is undefined in LiteRT."""
     p = qk.prepare_mul(0.1, 0.1, 0.001, 0, storage=I16)

@@ -182,6 +182,18 @@ def _requantize_block(acc, multiplier, shift, zero_point, act_min, act_max, out_
 BLOCK = 1 << 16  # elements per requantization block: the ~20 int64 passes of MBQM stay in cache
 
 
+def _flat_compiled(acc: np.ndarray, m: int, shift: int, rounding) -> bool:
+    """One multiplier over a large integer array that the compiled loop takes: the double-rounding
+    build, ``m`` and ``shift`` in MBQM's domain and ``acc·2**left`` within int32 (else the numpy path
+    runs, and raises where LiteRT's arithmetic is undefined)."""
+    if not (_jit.AVAILABLE and acc.size >= BLOCK and acc.dtype.kind == "i"
+            and MultiplierRounding(rounding) is MultiplierRounding.DOUBLE and 0 <= m <= INT32_MAX
+            and -31 <= shift <= 30):
+        return False
+    left = max(shift, 0)
+    return int(acc.min()) << left >= -(1 << 31) and int(acc.max()) << left <= INT32_MAX
+
+
 def requantize(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, act_min: int, act_max: int,
                out_dtype: Any = np.int8, rounding: MultiplierRounding | str = "double", *,
                channel_axis: int | None = None) -> np.ndarray:
@@ -195,6 +207,11 @@ def requantize(acc: np.ndarray, multiplier: Any, shift: Any, zero_point: int, ac
     acc = np.asarray(acc)
     m = np.asarray(multiplier, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
+    if m.ndim == 0 and s.ndim == 0 and _flat_compiled(acc, int(m), int(s), rounding):
+        out = np.empty(acc.shape, dtype=out_dtype)
+        _jit.requantize_flat(np.ascontiguousarray(acc).reshape(-1), int(m), max(int(s), 0), max(-int(s), 0),
+                             int(zero_point), int(act_min), int(act_max), out.reshape(-1))
+        return out
     if acc.size <= BLOCK or acc.ndim == 0:
         if channel_axis is not None and m.ndim:
             view = [1] * acc.ndim

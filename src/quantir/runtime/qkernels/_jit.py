@@ -11,7 +11,8 @@ convolution eighteen more. These loops do each in one pass and compute the very 
   int32 accumulator (the caller has bounded it below 2**31) followed by the same
   requantization: per channel over stride phases (large images), or channels innermost (small);
 * :func:`quantize_f32` is LiteRT's QUANTIZE (float32 division, ties away from zero);
-* :func:`gather` / :func:`gather_pairs` are the 256 / 256x256-entry table lookups.
+* :func:`gather` / :func:`gather_pairs` are the 256 / 256x256-entry table lookups;
+* :func:`requantize_flat` is LiteRT's integer MBQM with one multiplier, into int8 or int16.
 
 Without numba (``AVAILABLE`` is False) the callers keep their numpy paths, which give the same
 results; tests compare the two. ``QUANTIR_NO_JIT=1`` turns the compiled loops off.
@@ -33,7 +34,8 @@ except ImportError:  # optional: the numpy paths stay
 AVAILABLE = numba is not None
 
 __all__ = ["AVAILABLE", "requantize_rows", "requantize_channel_major", "depthwise_rows", "depthwise_channels_last",
-           "gather", "gather_pairs", "quantize_f32", "pointwise_cols", "im2col", "requant_params"]
+           "gather", "gather_pairs", "quantize_f32", "pointwise_cols", "im2col", "requant_params",
+           "requantize_flat"]
 
 
 def requant_params(multiplier: np.ndarray, shift: np.ndarray, fast: np.ndarray):
@@ -379,6 +381,19 @@ def _gather(index, table, out):
         out[k] = table[index[k]]
 
 
+def _requantize_flat(acc, m, left, right, zp, lo, hi, out):
+    """``out[k] = clamp(RDBPOT(SRDHM(acc[k]·2**left, m), right) + zp, lo, hi)``: LiteRT's double-rounding
+    MBQM with one multiplier, for any integer ``out`` dtype (the int16 ADD/MUL paths). The caller has
+    checked that ``acc·2**left`` fits int32 and that ``m`` is in [0, 2**31) (no SRDHM overflow)."""
+    mask = (np.int64(1) << right) - 1
+    half = mask >> 1
+    for k in range(acc.size):
+        x = np.int64(acc[k]) << left
+        high = (x * m + (np.int64(1) << 30)) >> 31
+        rounded = (high >> right) + np.int64((high & mask) > (half + np.int64(high < 0)))
+        out[k] = min(max(rounded + zp, lo), hi)
+
+
 def _gather_pairs(a, b, table, out):
     for k in range(a.size):
         out[k] = table[(np.int64(a[k]) << 8) | np.int64(b[k])]
@@ -400,6 +415,7 @@ if AVAILABLE:
     im2col = _jit(_im2col)
     quantize_f32 = _jit(_quantize_f32)
     gather_pairs = _jit(_gather_pairs)
+    requantize_flat = _jit(_requantize_flat)
 else:
     requantize_rows = requantize_channel_major = depthwise_rows = depthwise_channels_last = None
-    gather = gather_pairs = quantize_f32 = pointwise_cols = im2col = None
+    gather = gather_pairs = quantize_f32 = pointwise_cols = im2col = requantize_flat = None
