@@ -39,7 +39,7 @@ from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MA
 from .quantize.precision import Promotion, parse_budget, promote, samples_of, score
 from .ir.names import output_names
 from .quantize.params import hessian_applies
-from .quantize.solver import ActParams, int16_classes, solve
+from .quantize.solver import ActParams, int16_classes, solve, told_apart
 from .quantize import stats_ir
 from .report.layers import LayerError, add_sums, error_sums, from_sums
 from .rewrite import RewriteStats
@@ -469,7 +469,7 @@ def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget,
         cfg = replace(config, int16=names)
         return measure(lower(fn, annotation, solve(annotation, statistics, cfg, fn), cfg) if names else int_fn)
     return promote(fn, statistics, config, params, budget, evaluate,
-                   lambda: int16_classes(annotation, statistics, config, fn))
+                   lambda: int16_classes(annotation, statistics, config, fn), told_apart(annotation))
 
 
 def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: tuple[float, bool],
@@ -522,6 +522,9 @@ def _layer_errors(result: Result) -> list[LayerError]:
     engine = make_engine(fn, wanted, result.config.engine)   # float side: the fast executor
     by_name = {r.output.name_hint: r for r in regions}
     params = {n: result.params[by_name[n].output] for n in wanted}
+    # a value saturated on purpose where its readers cannot tell values apart (a conv output below
+    # -3 read by hard-swish) is compared within that interval: its loss beyond costs nothing
+    bounds = told_apart(result.annotation)
     # error sums batch by batch (batches may differ in size: dynamic dims); holding every layer's
     # tensors for every kept sample took tens of GB on a detector
     sums: dict[str, np.ndarray] = {}
@@ -532,7 +535,8 @@ def _layer_errors(result: Result) -> list[LayerError]:
             p = params[n]
             q = np.asarray(got[integer_name(n)]).astype(np.int64)
             deq = np.float32(p.scale) * (q - p.zero_point).astype(np.float32)
-            s = error_sums(ref[n], deq)
+            r = np.asarray(ref[n])
+            s = error_sums(np.clip(r, *bounds[n]).astype(r.dtype) if n in bounds else r, deq)
             sums[n] = add_sums(sums[n], s) if n in sums else s
         del ref, got
     out = []

@@ -300,26 +300,43 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     assert M.meets(model.kind, figures), figures
 
 
+# models whose bar the defaults miss but ``--activations int16`` meets: (calibration, evaluation)
+# samples, and what was measured. The default budget's mean output cosine is met there while the
+# task metric is not: logits over 8,210 characters (ddddocr rec) and box distributions (PicoDet)
+# move little in cosine when an argmax or a box edge flips.
+INT16_MEETS = {
+    # 63 of 65 boxes at IoU 0.9 (96.9%; nearest rounding 92.4%, fp32 activations with nearest int8
+    # weights 92.4%; 8 calibration pages 92.4%); the defaults: 84.6%, 187 of 199 classes promoted
+    "layout_cdla": (32, 16),
+    # 62 of 64 lines (96.9%; nearest rounding 89.1%); defaults 76.6% (int8 meets the budget at
+    # cosine 0.9983); --budget 0.9999 promotes 45 of 53 classes: 95.3%
+    "ddddocr_ocr": (32, 64),
+    # 56 of 56 boxes; defaults 91.1% (int8 meets the budget at cosine 0.9994)
+    "ddddocr_det": (16, 16),
+}
+
+
 @pytest.mark.slow
-def test_layout_boxes_meet_the_bar_with_int16_activations(real_model):
-    """PicoDet's boxes with ``--activations int16`` (every activation 16x8, weights int8; the default
-    weight_rounding "auto" measures nearest against hessian rounding and keeps hessian): 63 of 65
-    boxes on 16 rendered pages match fp32's at IoU 0.9 (96.9%; nearest rounding 92.4%, fp32
-    activations with nearest int8 weights 92.4%). 32 calibration pages: with 8 it is 92.4%.
-    The default mixed precision gets 84.6% here: its cosine budget is met with 12 of 199 tensor
-    classes still int8, and boxes at IoU 0.9 are finer than the budget's metric."""
+@pytest.mark.parametrize("name", sorted(INT16_MEETS))
+def test_bar_met_with_int16_activations(name, real_model):
+    """``--activations int16`` (every activation 16x8, weights int8; the default weight_rounding
+    "auto" measures nearest against hessian rounding and keeps hessian, which these need) meets the
+    model's bar where the default mixed precision does not (INT16_MEETS says by how much). ddddocr's
+    recognizer keeps its LSTM float either way."""
     import quantir as qr
     from quantir.runtime import run
-    model = real_model("layout_cdla")
+    model = real_model(name)
     feed_name = _input_name(model)
-    calib = _batches(model, model.inputs(32, seed=0))
+    n_calib, n_eval = INT16_MEETS[name]
+    calib = _batches(model, model.inputs(n_calib, seed=0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = qr.quantize(str(model.path), [{feed_name: b} for b in calib],
                              qr.Config(progress=False, activations="int16"))
     assert result.config.weight_rounding == "hessian" and result.rounding["hessian"] > result.rounding["nearest"]
-    batches = _batches(model, model.inputs(16, seed=1))
+    batches = _batches(model, model.inputs(n_eval, seed=1))
     ref = [_reference(model.path).run(None, {feed_name: b}) for b in batches]
     got = [list(run(result.module, {feed_name: b}).values()) for b in batches]
-    figures = M.accuracy(model.kind, ref, got, input_hw=model.sizes[0][2:])
+    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
+    figures = M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
     assert M.meets(model.kind, figures), figures

@@ -170,9 +170,15 @@ class Promotion:
     best_tried: float | None = None   # a missed budget: the best metric any promotion reached
 
 
-def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float]) -> np.ndarray:
+def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float],
+                    told_apart: tuple[float, float] | None = None) -> np.ndarray:
     """(signal, int8 noise, signal, int16 noise) powers of ``x`` for ``param`` = (int8 scale, zero
-    point, rmin, rmax); the int16 scale is the one the solver would give the same range."""
+    point, rmin, rmax); the int16 scale is the one the solver would give the same range.
+    ``told_apart``: the interval the value's readers distinguish (``solver.told_apart``); ``x`` is
+    clipped to it first, since the saturation beyond it is chosen and costs nothing (a conv output
+    below -3 read by hard-swish) and would otherwise rank the value worst without int16 helping."""
+    if told_apart is not None:
+        x = np.clip(x, *told_apart)
     scale, zp, lo, hi = param
     return np.array([*rounding_sqnr(x, scale, zp, 8), *rounding_sqnr(x, range_params(lo, hi, 16)[0], 0, 16)])
 
@@ -218,12 +224,13 @@ def samples_of(statistics) -> list[dict[str, np.ndarray]]:
 
 
 def promote(fn, statistics, config, params, budget: Budget, evaluate,
-            classes_of: Callable[[], dict[int, list[str]]]) -> tuple[tuple[str, ...], Promotion]:
+            classes_of: Callable[[], dict[int, list[str]]],
+            told_apart: dict[str, tuple[float, float]] | None = None) -> tuple[tuple[str, ...], Promotion]:
     """The tensor names to make int16 (``Config.int16``) and the report. ``evaluate(names)`` runs
     the integer module quantized with those names promoted on the budget's samples (``samples_of``)
     and returns its (metric, met); it is called with ``()`` first. ``classes_of()``: the same-scale
     classes that can be int16 (``solver.int16_classes``), asked only when the all-int8 module misses.
-    The ranking reads the kept calibration samples."""
+    The ranking reads the kept calibration samples, within ``told_apart`` (``rounding_powers``)."""
     before, met = evaluate(())
     measured = samples_of(statistics)
     report = Promotion(budget, before, before, met, samples=sum(len(next(iter(b.values()))) for b in measured),
@@ -246,7 +253,7 @@ def promote(fn, statistics, config, params, budget: Budget, evaluate,
     for batch in statistics.kept:
         out = engine.run(batch)
         for n in param:
-            powers[n] += rounding_powers(np.asarray(out[n]), param[n])
+            powers[n] += rounding_powers(np.asarray(out[n]), param[n], (told_apart or {}).get(n))
         del out
     ranked = rank(classes, powers)
     results: dict[int, tuple[float, bool]] = {}

@@ -85,6 +85,32 @@ class _UnionFind:
 Callback = Callable[[CalibrationInfo], Range]
 
 
+# -- the part of a value its readers tell apart --------------------------------------------------
+
+def input_ranges(annotation: Annotation, values) -> dict[int, Callable[[float, float], tuple[float, float]]]:
+    """id(value) -> ``SolverRules.input_range`` of its readers, for the ``values`` read only by ops
+    of one kind that tell apart part of their input's range (hard-swish is 0 below -3, a logistic's
+    output saturates), or by the sigmoid and the product of an x·σ(x)."""
+    owner = {id(op): r.pattern.op for r in annotation.regions for op in r.ops}
+    out: dict[int, Callable] = {}
+    for v in values:
+        decls = {owner.get(id(op)) for op, _ in v.uses}
+        decl = decls.pop() if len(decls) == 1 else None
+        if decl is not None and decl.solver.input_range is not None:
+            out[id(v)] = decl.solver.input_range
+        elif len(decls) == 2 and None not in decls and gates_itself(v):   # x·σ(x), both quantized
+            out[id(v)] = silu_input_range
+    return out
+
+
+def told_apart(annotation: Annotation) -> dict[str, tuple[float, float]]:
+    """Region output name -> the interval outside which its readers give the same result for every
+    value (those of ``input_ranges``). The solver saturates such a value there on purpose, so what
+    its int8 form loses beyond it costs nothing: error figures compare within it."""
+    outputs = {id(r.output): r.output for r in annotation.regions}
+    return {outputs[k].name_hint: f(-np.inf, np.inf) for k, f in input_ranges(annotation, outputs.values()).items()}
+
+
 # -- the solver ---------------------------------------------------------------------------------
 
 class _Solver:
@@ -124,16 +150,7 @@ class _Solver:
                 for v in region.inputs[1:]:
                     uf.union(id(v), id(region.inputs[0]))
         self.root = {k: uf.find(k) for k in self.values}
-        # a value read only by ops of one kind that tell apart part of its range (hard-swish)
-        owner = {id(op): r.pattern.op for r in annotation.regions for op in r.ops}
-        self.input_ranges: dict[int, Callable] = {}
-        for k, v in self.values.items():
-            decls = {owner.get(id(op)) for op, _ in v.uses}
-            decl = decls.pop() if len(decls) == 1 else None
-            if decl is not None and decl.solver.input_range is not None:
-                self.input_ranges[k] = decl.solver.input_range
-            elif len(decls) == 2 and None not in decls and gates_itself(v):   # x·σ(x), both quantized
-                self.input_ranges[k] = silu_input_range
+        self.input_ranges = input_ranges(annotation, self.values.values())
         self.members: dict[int, list[int]] = {}
         for k, root in self.root.items():
             self.members.setdefault(root, []).append(k)

@@ -237,21 +237,25 @@ def _depthwise_16x8(x, weight, bias, multiplier, shift, act_min, act_max, stride
     sh = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (c_out,))
     oh, ow = out_hw(x.shape, (kh, kw), strides, dilations, pads, op)
     (sh_h, sh_w), (dh, dw) = strides, dilations
-    w = weight.reshape(c_out, kh, kw).astype(np.int64)
+    # the taps' sum fits int32 while |x·w| <= 2**15·2**7 times the taps stays below 2**31 (up to 511
+    # taps; SIMD multiplies int32, not int64); the bias is added in int64 after
+    wide = np.int32 if kh * kw * (1 << 22) < (1 << 31) and int(np.abs(weight).max(initial=0)) <= 128 else np.int64
+    w = weight.reshape(c_out, kh, kw).astype(wide)
     hp, wp = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
     out = np.empty((n, c_out, oh, ow), dtype=np.int16)
     for chunk in batch_chunks(n, c_out * (hp * wp + 2 * oh * ow)):
-        xz = pad_hw(x[chunk], pads, 0).astype(np.int64)
+        xz = pad_hw(x[chunk], pads, 0).astype(wide)
         if mult > 1:
             xz = np.repeat(xz, mult, axis=1)  # channel oc reads input channel oc // mult
-        acc = np.zeros((xz.shape[0], c_out, oh, ow), dtype=np.int64)
-        if b is not None:
-            acc += b.reshape(c_out, 1, 1)
-        tmp = np.empty_like(acc)
+        taps = np.zeros((xz.shape[0], c_out, oh, ow), dtype=wide)
+        tmp = np.empty_like(taps)
         for i in range(kh):
             for j in range(kw):
                 tap = xz[:, :, i * dh:i * dh + (oh - 1) * sh_h + 1:sh_h, j * dw:j * dw + (ow - 1) * sh_w + 1:sh_w]
                 np.multiply(tap, w[:, i, j].reshape(c_out, 1, 1), out=tmp)
-                acc += tmp
+                taps += tmp
+        acc = taps.astype(np.int64)
+        if b is not None:
+            acc += b.reshape(c_out, 1, 1)
         out[chunk] = requantize_16x8(acc, big_m, sh, lo, hi, op)
     return out
