@@ -28,7 +28,8 @@ binarized-map IoU; str=: equal CTC strings; argmax=: equal classes; box@.9 / box
 at IoU >= 0.9, the criterion, and >= 0.5).
 
 Usage: python bench/real_models.py [--models NAME ...] [--calib 16] [--eval 16] [--method entropy]
-       [--ort-method minmax] [--rounds 10] [--round-budget 8]   (~25 min on 2 shared cores)
+       [--ort-method minmax] [--activations int8|int16] [--budget FLOOR|off] [--rounds 10] [--round-budget 8]
+       (~25 min on 2 shared cores with the defaults)
 """
 from __future__ import annotations
 
@@ -145,7 +146,8 @@ def measure(model, args, work: Path) -> dict:
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
             result = qr.quantize(str(model.path), [{feed: b} for b in calib],
-                                 qr.Config(method=args.method, progress=False))
+                                 qr.Config(method=args.method, progress=False, activations=args.activations,
+                                           **({} if args.budget is None else {"budget": args.budget})))
         result.save(qdq, format="qdq")
         row["quantize_seconds"] = time.perf_counter() - t
     except Exception as e:  # noqa: BLE001
@@ -248,6 +250,10 @@ def main() -> int:
                     help="quantir's calibration method (default: its default, entropy)")
     ap.add_argument("--ort-method", default="minmax", choices=sorted(ORT_METHODS),
                     help="quantize_static's calibration method (default: its default, MinMax)")
+    ap.add_argument("--activations", default="int8", choices=["int8", "int16"],
+                    help="quantir's activations: int8 with mixed precision (default), or every one int16")
+    ap.add_argument("--budget", default=None,
+                    help="quantir's mixed-precision budget (default: its default; 'off' for all-int8)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--round-budget", type=float, default=8.0, help="seconds of latency rounds per model")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -258,6 +264,7 @@ def main() -> int:
     by_name = {m.name: m for m in MODELS}
     rows: dict[str, dict] = {}
     out = {"calibration_samples": args.calib, "evaluation_samples": args.eval, "method": args.method,
+           "activations": args.activations, "budget": args.budget,
            "ort_method": args.ort_method,
            "latency": "ONNX Runtime CPU, 1 thread, first evaluation batch, median of interleaved rounds (ms); "
                       "ratios against fp32",

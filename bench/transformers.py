@@ -247,7 +247,7 @@ def quantir_rows(args, ctx: dict, work: Path) -> dict:
     import quantir
     from quantir.quantize.config import Config
 
-    # the default (mixed precision to a mean output cosine of 0.995 on the kept calibration
+    # the default (mixed precision to an output cosine of 0.995 on the kept calibration
     # sentences), a tighter budget, int8 only (budget=None) and every activation int16
     configs = {"quantir_default": None, "quantir_budget_0.998": {"budget": 0.998},
                "quantir_int8_only": {"budget": None}, "quantir_int16": {"activations": "int16"}}

@@ -68,7 +68,7 @@ def test_the_promotion_holds_on_inputs_calibration_never_saw(int8, promoted):
 
 def test_the_summary_lists_each_promotion_with_its_gain(promoted):
     text = promoted.summary()
-    assert "mixed precision: budget output SQNR >= 44 dB" in text and "promoted to int16" in text
+    assert "mixed precision: budget every output's SQNR >= 44 dB" in text and "promoted to int16" in text
     d = promoted.summary_dict()["mixed_precision"]
     assert d["met"] and len(d["promoted"]) == len(promoted.promotion.promoted)
     assert all(p["sqnr_int16_db"] > p["sqnr_int8_db"] for p in d["promoted"])
@@ -169,9 +169,9 @@ def test_auto_weight_rounding_with_every_activation_int16_measures_both(calibrat
     r = qr.quantize(_model(), calibration, qr.Config(progress=False, activations="int16"))
     n = qr.quantize(_model(), calibration, qr.Config(progress=False, activations="int16", weight_rounding="nearest"))
     assert r.promotion is None and n.rounding is None and n.config.weight_rounding == "nearest"
-    assert r.rounding["metric"] == "mean output cosine >= 0.995", r.rounding
+    assert r.rounding["metric"] == "every output's mean cosine >= 0.995", r.rounding
     chosen = "hessian" if r.rounding["hessian"] >= r.rounding["nearest"] else "nearest"
     assert r.config.weight_rounding == chosen and r.summary_dict()["weight_rounding"] == r.rounding
-    assert "int16 model's weights (weight_rounding='auto', mean output cosine >= 0.995)" in r.summary()
+    assert "int16 model's weights (weight_rounding='auto', every output's mean cosine >= 0.995)" in r.summary()
     feeds = _calibration(2, seed=5)[0]
     assert np.array_equal(run(n.module, feeds)["y"], run(r.module, feeds)["y"]) == (chosen == "nearest")

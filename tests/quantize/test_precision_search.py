@@ -38,15 +38,26 @@ def test_a_callback_budget_is_called_with_both_outputs():
     assert len(seen) == 1 and len(seen[0][0]) == 1
 
 
-def test_output_cosine_is_the_mean_over_rows_of_every_output():
+def test_output_cosine_is_the_worst_outputs_mean_over_rows():
     ref = [{"a": np.array([[1.0, 0.0], [0.0, 1.0]]), "b": np.array([[0.0], [0.0]])}]
     got = [{"a": np.array([[1.0, 0.0], [1.0, 0.0]]), "b": np.array([[0.0], [0.0]])}]
-    assert pr.output_cosine(ref, got) == pytest.approx(0.75)   # rows of a: 1 and 0; of b: both zero, 1 and 1
+    assert pr.output_cosine(ref, got) == pytest.approx(0.5)    # rows of a: 1 and 0; of b: both zero, 1 and 1
     assert pr.output_cosine(ref, ref) == pytest.approx(1.0)
     ints = [{**ref[0], "i": np.arange(3)}], [{**got[0], "i": np.arange(3)[::-1].copy()}]
-    assert pr.output_cosine(*ints) == pytest.approx(0.75)   # an integer output (a shape, an argmax) is not compared
+    assert pr.output_cosine(*ints) == pytest.approx(0.5)    # an integer output (a shape, an argmax) is not compared
     zero = [{"a": np.zeros((1, 2))}]
     assert pr.output_cosine(zero, zero) == 1.0                  # both zero: identical
+    # over batches: each output's rows of every batch, then the worst output
+    two = [{"a": np.array([[1.0, 0.0]]), "b": np.array([[1.0, 1.0]])}] * 2
+    off = [{"a": np.array([[1.0, 0.0]]), "b": np.array([[1.0, 0.0]])},
+           {"a": np.array([[1.0, 0.0]]), "b": np.array([[1.0, 1.0]])}]
+    assert pr.output_cosine(two, off) == pytest.approx((np.sqrt(0.5) + 1) / 2)
+
+
+def test_output_sqnr_is_the_worst_outputs():
+    ref = [{"a": np.array([[3.0, 4.0]]), "b": np.array([[1.0, 0.0]])}]
+    got = [{"a": np.array([[3.0, 4.0]]) * 1.01, "b": np.array([[1.1, 0.0]])}]
+    assert pr.output_sqnr(ref, got) == pytest.approx(20.0)     # b: 1 / 0.01; a: 25 / 0.0025 = 40 dB
     assert pr.output_sqnr(ref, ref) == float("inf")
     assert pr.output_sqnr([{"a": np.array([2.0])}], [{"a": np.array([1.0])}]) == pytest.approx(10 * np.log10(4))
 

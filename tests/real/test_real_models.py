@@ -301,7 +301,7 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
 
 
 # models whose bar the defaults miss but ``--activations int16`` meets: (calibration, evaluation)
-# samples, and what was measured. The default budget's mean output cosine is met there while the
+# samples, and what was measured. The default budget's output cosine is met there while the
 # task metric is not: logits over 8,210 characters (ddddocr rec) and box distributions (PicoDet)
 # move little in cosine when an argmax or a box edge flips.
 INT16_MEETS = {

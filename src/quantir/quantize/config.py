@@ -18,7 +18,7 @@ Activations = Literal["int8", "int16"]
 Mode = Literal["static", "dynamic"]
 TARGETS = ("litert", "onnxruntime")
 OUTLIER_PASSES = ("fold_layer_norm", "smooth_layer_norm")   # quantize.outliers.PASSES
-DEFAULT_BUDGET = 0.995    # mean output cosine (Config.budget)
+DEFAULT_BUDGET = 0.995    # every output's mean cosine (Config.budget)
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,9 @@ class Config:
 
     ``budget`` drives automatic mixed precision (``quantize.precision``): when the all-int8 model's
     outputs miss it on the kept calibration samples, the fewest tensors are promoted to int16 until
-    it is met. A mean output cosine floor in (0, 1] (default 0.995: CNN classifiers meet it in int8
-    and are unchanged), an SQNR floor (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
+    it is met. A cosine floor in (0, 1] that every float output's mean cosine over the samples must
+    reach (default 0.995: CNN classifiers meet it in int8 and are unchanged), an SQNR floor that
+    every output's must reach (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
     bool``, or None / ``"off"``. It applies to ``activations="int8"`` without ``int16`` names.
 
     ``outliers``: the passes that move LayerNorm outlier channels from an activation into the weights

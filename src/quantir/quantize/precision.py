@@ -52,9 +52,9 @@ class Budget:
 
     def describe(self) -> str:
         if self.kind == "cosine":
-            return f"mean output cosine >= {self.floor:g}"
+            return f"every output's mean cosine >= {self.floor:g}"
         if self.kind == "sqnr":
-            return f"output SQNR >= {self.floor:g} dB"
+            return f"every output's SQNR >= {self.floor:g} dB"
         return "the user's budget callback"
 
 
@@ -76,7 +76,7 @@ def parse_budget(spec) -> Budget | None:
         try:
             spec = float(text)
         except ValueError:
-            raise CalibrationError(f"budget {spec!r} is not understood: give a mean output cosine floor in (0, 1] "
+            raise CalibrationError(f"budget {spec!r} is not understood: give an output cosine floor in (0, 1] "
                                    f"(0.99), an SQNR floor in dB ('25dB'), 'off', or a callback") from None
     if isinstance(spec, bool) or not isinstance(spec, (int, float)):
         raise CalibrationError(f"budget must be a number, a string or a callable, got {type(spec).__name__}")
@@ -99,12 +99,14 @@ def _float_outputs(outputs: dict) -> list[str]:
 
 
 def output_cosine(reference: Sequence[dict], got: Sequence[dict]) -> float:
-    """Mean over the rows (first axis) of every float output of every batch of the cosine."""
-    values = []
+    """The worst float output's mean cosine, the mean taken over the rows (first axis) of every batch.
+    Every output is held to the budget: a mean over outputs let a detector's class scores (small,
+    and the hardest to keep: PicoDet's at 0.66-0.82 all int8) hide behind its box outputs."""
+    per: dict[str, list[np.ndarray]] = {}
     for ref, out in zip(reference, got):
         for k in _float_outputs(ref):
-            values.append(_row_cosines(_rows(ref[k]), _rows(out[k])))
-    return float(np.mean(np.concatenate(values))) if values else 1.0
+            per.setdefault(k, []).append(_row_cosines(_rows(ref[k]), _rows(out[k])))
+    return float(min(np.mean(np.concatenate(v)) for v in per.values())) if per else 1.0
 
 
 def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -116,10 +118,15 @@ def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def output_sqnr(reference: Sequence[dict], got: Sequence[dict]) -> float:
-    signal = sum(float(np.sum(np.asarray(r[k], np.float64) ** 2)) for r in reference for k in _float_outputs(r))
-    noise = sum(float(np.sum((np.asarray(r[k], np.float64) - np.asarray(g[k], np.float64)) ** 2))
-                for r, g in zip(reference, got) for k in _float_outputs(r))
-    return _db(signal, noise)
+    """The worst float output's SQNR (dB) over every batch (see ``output_cosine``)."""
+    powers: dict[str, list[float]] = {}
+    for r, g in zip(reference, got):
+        for k in _float_outputs(r):
+            a, b = np.asarray(r[k], np.float64), np.asarray(g[k], np.float64)
+            p = powers.setdefault(k, [0.0, 0.0])
+            p[0] += float(np.sum(a * a))
+            p[1] += float(np.sum((a - b) ** 2))
+    return min((_db(s, n) for s, n in powers.values()), default=float("inf"))
 
 
 def score(budget: Budget, reference: Sequence[dict], got: Sequence[dict]) -> tuple[float, bool]:
