@@ -74,7 +74,21 @@ def test_shortest_prefix_finds_the_threshold_of_a_monotone_test(n, threshold):
     k, met = pr.shortest_prefix(n, meets)
     assert met == (threshold <= n)
     assert k == (threshold if threshold <= n else n)
-    assert len(calls) == len(set(calls)) <= 2 * int(np.ceil(np.log2(n + 1))) + 2
+    assert len(calls) == len(set(calls)) <= int(np.ceil(np.log2(n))) + 1
+    assert calls[0] == n   # the whole ranking first: the budgets met so far needed most of it
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(n=st.integers(1, 300), threshold=st.integers(1, 301))
+def test_rising_prefix_finds_the_same_threshold_from_below(n, threshold):
+    calls = []
+
+    def meets(k):
+        calls.append(k)
+        return k >= threshold
+
+    assert pr.rising_prefix(n, meets) == ((threshold, True) if threshold <= n else (n, False))
+    assert calls[0] == 1 and len(calls) == len(set(calls))
 
 
 def test_rank_puts_the_coarsest_rounding_first():
@@ -96,3 +110,34 @@ def test_power_sums_over_batches_rank_as_the_whole():
     whole = pr.rank({1: ["t"]}, {"t": pr.rounding_powers(x, param)})[0]
     parts = pr.rank({1: ["t"]}, {"t": sum(pr.rounding_powers(b, param) for b in np.split(x, 3))})[0]
     assert np.isclose(whole.sqnr8, parts.sqnr8, rtol=1e-12) and np.isclose(whole.sqnr16, parts.sqnr16, rtol=1e-12)
+
+
+def test_a_whole_ranking_a_kernel_refuses_is_searched_from_below():
+    """When promoting every class is refused (a scale an int16 Prepare rejects), smaller prefixes
+    are still measured: the search climbs from one class instead of giving up."""
+    from types import SimpleNamespace
+
+    from quantir.errors import QuantirError
+    rng = np.random.default_rng(0)
+    names = [f"t{i}" for i in range(8)]
+    # t0 has the coarsest int8 rounding, so it ranks first; then t1, ...
+    values = {n: rng.normal(size=256) * (8 - i) for i, n in enumerate(names)}
+    engine = SimpleNamespace(run=lambda batch: values)
+    statistics = SimpleNamespace(kept=[{"x": np.zeros((1, 2))}], held_out=[], make_engine=lambda *a: engine)
+    class Named:   # a value: its name (hashed by identity, as IR values are)
+        def __init__(self, name):
+            self.name_hint = name
+
+    params = {Named(n): SimpleNamespace(scale=0.05, zero_point=0, rmin=-6.4, rmax=6.35) for n in names}
+    measured = []
+
+    def evaluate(promoted):
+        measured.append(len(promoted))
+        if len(promoted) == len(names):
+            raise QuantirError("int16 Prepare refuses a scale")
+        return 0.9 + 0.01 * len(promoted), len(promoted) >= 3
+
+    chosen, report = pr.promote(None, statistics, SimpleNamespace(engine="x"), params, pr.parse_budget(0.93),
+                                evaluate, lambda: {i: [n] for i, n in enumerate(names)})
+    assert report.met and chosen == ("t0", "t1", "t2") and "refuses" in report.refused
+    assert measured[:2] == [0, 8] and 1 in measured
