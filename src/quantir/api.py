@@ -476,15 +476,18 @@ def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure
                      metric: str):
     """``weight_rounding="auto"``: the module quantized with hessian-rounded conv/FC weights, measured
     by ``measure`` (``metric`` says what it computes) against ``nearest`` (the nearest-rounded
-    module's (metric, met)); the better is
-    kept, a tie going to hessian. Returns (config, params, int_fn, {"nearest", "hessian", "metric"},
-    the kept module's (metric, met))."""
+    module's (metric, met)). Hessian is kept when it meets the budget, or when neither does and it
+    measures at least as well: where both meet it the outputs' metric cannot tell them apart (PicoDet
+    with the defaults: worst-output cosine 0.99656 nearest, 0.99634 hessian) while every task metric
+    measured prefers hessian (boxes 92.4% -> 96.9%, EfficientNet-Lite0 agreement 96.5% -> 99.0%, ddddocr strings
+    89% -> 97%). Returns (config, params, int_fn, {"nearest", "hessian", "metric"}, the kept module's
+    (metric, met))."""
     cfg = replace(config, weight_rounding="hessian")
     p = solve(annotation, statistics, cfg, fn)
     f = lower(fn, annotation, p, cfg)
     hessian = measure(f)
     figures = {"nearest": nearest[0], "hessian": hessian[0], "metric": metric}
-    if hessian[0] >= nearest[0]:
+    if hessian[1] or (not nearest[1] and hessian[0] >= nearest[0]):
         return cfg, p, f, figures, hessian
     return replace(config, weight_rounding="nearest"), params, int_fn, figures, nearest
 

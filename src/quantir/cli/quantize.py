@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight-rounding", choices=("auto", "nearest", "hessian"), default="auto",
                    help="int8 weights: nearest step, or hessian (GPTQ: rounded together so each conv/FC output "
                         "moves least on the calibration samples); auto (default): hessian when tensors are int16 "
-                        "(promoted by the budget, or --activations int16) and it measures better, else nearest")
+                        "(promoted by the budget, or --activations int16) and it meets the budget, else nearest")
     p.add_argument("--io", choices=("float", "int8"), default="float",
                    help=".tflite interface: float32 through QUANTIZE/DEQUANTIZE (default) or int8 tensors")
     p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="entropy",

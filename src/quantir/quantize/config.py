@@ -61,8 +61,10 @@ class Config:
     moves least (GPTQ; ``quantize.params``), same scales, one extra float pass over those samples.
     ``"auto"`` (default): nearest, unless the ``budget`` promotes tensors to int16 or ``activations``
     is ``"int16"``; then the model is also quantized with hessian rounding and that is kept when it
-    measures at least as well on the budget's samples (with the budget's metric; the default cosine
-    when the budget is off or a callback, for all-int16). With int8 activations the gain did not carry
+    meets the budget on the budget's samples, or when neither does and it measures at least as well
+    (the budget's metric; the default cosine when the budget is off or a callback, for all-int16):
+    two modules that both meet it are closer than that metric can rank, and every task metric
+    measured preferred hessian. With int8 activations the gain did not carry
     over (``quantize.params``); once the sensitive activations are int16, the int8 weights are most of
     the error left (PicoDet, 32 calibration pages, every activation int16, 16 other pages: boxes
     matching fp32's at IoU 0.9 92.4% nearest, 96.9% hessian; fp32 activations with nearest int8

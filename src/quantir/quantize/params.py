@@ -279,7 +279,7 @@ def mean_output(region: Region, w: np.ndarray, taps: np.ndarray) -> np.ndarray:
 # nearest stays the rounding of all-int8 models; the Gram matrices come from float inputs, not the
 # quantized ones the integer graph feeds the layer. With int16 activations the weights are most of the
 # error left and it pays (PicoDet boxes 92.4 -> 96.9 %, EfficientNet-Lite0 agreement 96.5 -> 99.0 %):
-# Config.weight_rounding="auto" measures it there against nearest and keeps the better (api.quantize).
+# Config.weight_rounding="auto" measures it there and keeps it when it meets the budget (api.quantize).
 
 HESSIAN_MAX_COLUMNS = 4096   # inputs per output channel (G is d x d float64: 128 MiB at the limit)
 HESSIAN_DAMPING = 0.01       # of G's mean diagonal, added to its diagonal (a direction no sample moves)
