@@ -62,15 +62,16 @@ def test_output_sqnr_is_the_worst_outputs():
     assert pr.output_sqnr([{"a": np.array([2.0])}], [{"a": np.array([1.0])}]) == pytest.approx(10 * np.log10(4))
 
 
+def _threshold(threshold: int):
+    """A monotone test that passes from ``threshold`` on, and the calls it received."""
+    calls: list[int] = []
+    return calls, lambda k: calls.append(k) or k >= threshold
+
+
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
 @given(n=st.integers(1, 300), threshold=st.integers(1, 301))
 def test_shortest_prefix_finds_the_threshold_of_a_monotone_test(n, threshold):
-    calls = []
-
-    def meets(k):
-        calls.append(k)
-        return k >= threshold
-
+    calls, meets = _threshold(threshold)
     k, met = pr.shortest_prefix(n, meets)
     assert met == (threshold <= n)
     assert k == (threshold if threshold <= n else n)
@@ -81,12 +82,7 @@ def test_shortest_prefix_finds_the_threshold_of_a_monotone_test(n, threshold):
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(n=st.integers(1, 300), threshold=st.integers(1, 301))
 def test_rising_prefix_finds_the_same_threshold_from_below(n, threshold):
-    calls = []
-
-    def meets(k):
-        calls.append(k)
-        return k >= threshold
-
+    calls, meets = _threshold(threshold)
     assert pr.rising_prefix(n, meets) == ((threshold, True) if threshold <= n else (n, False))
     assert calls[0] == 1 and len(calls) == len(set(calls))
 

@@ -203,6 +203,14 @@ def rank(classes: dict[int, list[str]], powers: dict[str, np.ndarray]) -> list[C
     return out
 
 
+def _bisect(lo: int, hi: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
+    """The smallest k in (lo, hi] with ``meets(k)``, given meets(hi) and not meets(lo)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi, True
+
+
 def shortest_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
     """The smallest k in 1..n with ``meets(k)`` assuming it is monotone: the whole ranking first, then
     bisection, at most ceil(log2(n)) + 1 calls. Every budget measured so far needed most of the
@@ -212,14 +220,7 @@ def shortest_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
     meets = functools.cache(meets)   # each prefix is measured once
     if not meets(n):
         return n, False
-    lo, hi = 0, n                    # meets(hi), not meets(lo) (lo 0 = nothing promoted, known to miss)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if meets(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi, True
+    return _bisect(0, n, meets)      # lo 0 = nothing promoted, known to miss
 
 
 def rising_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
@@ -231,14 +232,7 @@ def rising_prefix(n: int, meets: Callable[[int], bool]) -> tuple[int, bool]:
         last_fail, k = k, min(2 * k, n)
     if k >= n and not meets(n):
         return n, False
-    lo, hi = last_fail, min(k, n)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if meets(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi, True
+    return _bisect(last_fail, min(k, n), meets)
 
 
 # -- the search over a quantized graph --------------------------------------------------------------
