@@ -120,7 +120,8 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     summary = json.loads((tmp_path / "a.json").read_text())
     mixed, rounding = summary["mixed_precision"], summary["weight_rounding"]
     assert mixed["promoted"] and mixed["with_promotions"] > mixed["all_int8"] + 5, mixed
-    assert set(rounding) == {"nearest", "hessian", "metric"}   # --weight-rounding auto, the default
+    assert set(rounding) == {"nearest", "hessian", "metric", "kept"}   # --weight-rounding auto, the default
+    assert rounding["kept"] == ("hessian" if rounding["hessian"] >= 44 else "nearest")
     assert main(args + ["-o", str(tmp_path / "n.onnx"), "--budget", "44dB", "--weight-rounding", "nearest",
                         "--summary", str(tmp_path / "n.json")]) == 0
     nearest = json.loads((tmp_path / "n.json").read_text())
@@ -146,7 +147,7 @@ def test_auto_weight_rounding_keeps_the_better_measured_rounding_of_the_promoted
     p, n = promoted.promotion, promoted_nearest.promotion
     assert [c.names for c in p.promoted] == [c.names for c in n.promoted]
     r = promoted.rounding
-    assert set(r) == {"nearest", "hessian", "metric"} and r["nearest"] == n.after
+    assert set(r) == {"nearest", "hessian", "metric", "kept"} and r["nearest"] == n.after
     assert p.evaluations == n.evaluations + 1
     chosen = "hessian" if r["hessian"] >= 44 else "nearest"   # hessian whenever it meets the budget too
     assert promoted.config.weight_rounding == chosen and p.met

@@ -63,9 +63,10 @@ class Config:
     is ``"int16"``; then the model is also quantized with hessian rounding and that is kept when it
     meets the budget on the budget's samples, or when neither does and it measures at least as well
     (the budget's metric; the default cosine when the budget is off or a callback, for all-int16):
-    two modules that both meet it are closer than that metric can rank, and every task metric
-    measured preferred hessian. With int8 activations the gain did not carry
-    over (``quantize.params``); once the sensitive activations are int16, the int8 weights are most of
+    two modules that both meet it are closer than that metric ranks well, and with every activation
+    int16 the task metrics measured preferred hessian (not on PicoDet's mixed model: docs/design.md).
+    With int8 activations the gain did not carry over (``quantize.params``);
+    once the sensitive activations are int16, the int8 weights are most of
     the error left (PicoDet, 32 calibration pages, every activation int16, 16 other pages: boxes
     matching fp32's at IoU 0.9 92.4% nearest, 96.9% hessian; fp32 activations with nearest int8
     weights: 92.4%. EfficientNet-Lite0, all int16: top-1 agreement 96.5% -> 99.0%).
