@@ -268,6 +268,18 @@ def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp
     assert main(["verify", str(path), "--inputs", str(tmp_path / "in.npz"), "--batch", "1"]) == 0
 
 
+def _figures(model, result, count: int) -> dict:
+    """The model's accuracy figures (bench/_real_metrics) of ``result``'s integer module in quantir's
+    interpreter against fp32 on ``count`` evaluation inputs (seed 1)."""
+    from quantir.runtime import run
+    feed_name = _input_name(model)
+    batches = _batches(model, model.inputs(count, seed=1))
+    ref = [_reference(model.path).run(None, {feed_name: b}) for b in batches]
+    got = [list(run(result.module, {feed_name: b}).values()) for b in batches]
+    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
+    return M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
+
+
 # issue 14's accuracy bars met by the *default* quantization (mixed precision: tensors promoted to
 # int16 until the outputs meet the 0.995 cosine budget), where the all-int8 model above misses them
 DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec", "ppocrv6_tiny_rec")
@@ -282,7 +294,6 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     rec 100% of strings (all int8: 78%). ddddocr's detector is not here: its int8 outputs already
     meet the budget (cosine 0.9994), nothing is promoted, and 92% of its boxes match at IoU 0.9."""
     import quantir as qr
-    from quantir.runtime import run
     model = real_model(name)
     feed_name = _input_name(model)
     calib = model.inputs(CALIBRATION, seed=0)
@@ -292,11 +303,7 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
                              qr.Config(progress=False))
     assert result.promotion is not None and result.promotion.promoted
     assert result.spec_report().ok
-    batches = _batches(model, model.inputs(EVALUATION, seed=1))
-    ref = [_reference(model.path).run(None, {feed_name: b}) for b in batches]
-    got = [list(run(result.module, {feed_name: b}).values()) for b in batches]
-    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
-    figures = M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
+    figures = _figures(model, result, EVALUATION)
     assert M.meets(model.kind, figures), figures
 
 
@@ -325,7 +332,6 @@ def test_bar_met_with_int16_activations(name, real_model):
     model's bar where the default mixed precision does not (INT16_MEETS says by how much). ddddocr's
     recognizer keeps its LSTM float either way."""
     import quantir as qr
-    from quantir.runtime import run
     model = real_model(name)
     feed_name = _input_name(model)
     n_calib, n_eval = INT16_MEETS[name]
@@ -335,9 +341,5 @@ def test_bar_met_with_int16_activations(name, real_model):
         result = qr.quantize(str(model.path), [{feed_name: b} for b in calib],
                              qr.Config(progress=False, activations="int16"))
     assert result.config.weight_rounding == "hessian", result.rounding   # it meets the budget
-    batches = _batches(model, model.inputs(n_eval, seed=1))
-    ref = [_reference(model.path).run(None, {feed_name: b}) for b in batches]
-    got = [list(run(result.module, {feed_name: b}).values()) for b in batches]
-    chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
-    figures = M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
+    figures = _figures(model, result, n_eval)
     assert M.meets(model.kind, figures), figures
