@@ -15,6 +15,8 @@ reproduced with its own mix of float32 and double arithmetic (docs/numerics.md �
 * :func:`relu_multiplier`: ``double(f32(s_in / s_out))``;
 * :func:`leaky_relu_alpha_multiplier`: ``double(f32(f32(s_in·alpha) / s_out))``;
 * :func:`hard_swish_multipliers`: float32 throughout (§2.14);
+* :func:`lstm_gate_multipliers`: ``double(f32(f32(s_w·s)/2**-12))`` (the integer LSTM's gates);
+* :func:`lstm_hidden_multiplier`: ``double(f32(2**-15/double(s_hidden)·2**-15))``;
 
 plus the MEAN parameter folds of §2.8. Inputs are converted to float32 first (that is how
 LiteRT stores scales); results are float64 (the kernels pass doubles to
@@ -39,6 +41,8 @@ __all__ = [
     "hard_swish_multipliers",
     "mean_multiplier",
     "mean_optimized_params",
+    "lstm_gate_multipliers",
+    "lstm_hidden_multiplier",
 ]
 
 
@@ -183,3 +187,29 @@ def mean_optimized_params(input_scale: float, input_zero_point: int, output_scal
     t = (np.float32(input_zero_point) * s_in) / s_out
     nudged = t + np.float32(0.5) if t > 0 else t - np.float32(0.5)
     return real, int(output_zero_point) - int(round_toward_zero(nudged))
+
+
+def lstm_gate_multipliers(activation_scale: ArrayLike, weight_scales: ArrayLike,
+                          gate_scale: float = 2.0**-12) -> np.ndarray:
+    """Integer LSTM (8x8_16), the input-to-gate or recurrent-to-gate real multipliers.
+
+    ``unidirectional_sequence_lstm.cc`` ``PopulateQuantizedLstmParams8x8_16`` keeps every scale in a
+    ``float`` and writes ``effective_X_to_gate_scale = weight_scale * activation_scale /
+    intermediate_scale`` (float32 product, float32 quotient), where the activation is the input or the
+    output state and the intermediate scale, without layer normalization, is ``std::pow(2, -12)``
+    stored as a float (Q3.12 gates). One value per weight scale (the four gates).
+    """
+    s_a, s_w = _f32(activation_scale, "activation_scale"), _f32(weight_scales, "weight_scales")
+    s_gate = _f32(gate_scale, "gate_scale")
+    return _out((s_w * s_a) / s_gate)
+
+
+def lstm_hidden_multiplier(hidden_scale: ArrayLike) -> np.ndarray:
+    """Integer LSTM (8x8_16), the hidden-state multiplier of ``output_gate·tanh(cell)`` (Q0.15·Q0.15).
+
+    ``effective_hidden_scale = std::pow(2, -15) / intermediate_scale[4] * std::pow(2, -15)``: the
+    quotient and product in double (``std::pow`` of ints is double), the result stored in a
+    ``float`` before ``QuantizeMultiplier`` reads it back as double.
+    """
+    s_h = _f32(hidden_scale, "hidden_scale").astype(np.float64)
+    return _out((2.0**-15 / s_h * 2.0**-15).astype(np.float32))

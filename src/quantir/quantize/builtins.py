@@ -44,6 +44,7 @@ class BuiltinOperator(IntEnum):
     SUB = 41
     DIV = 42
     SQUEEZE = 43
+    UNIDIRECTIONAL_SEQUENCE_LSTM = 44
     STRIDED_SLICE = 45
     EXP = 47
     SPLIT = 49
@@ -84,6 +85,7 @@ class BuiltinOperator(IntEnum):
     MIRROR_PAD = 100
     ABS = 101
     SPLIT_V = 102
+    REVERSE_V2 = 105
     QUANTIZE = 114
     HARD_SWISH = 117
     SELECT_V2 = 123

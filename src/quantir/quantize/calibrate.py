@@ -59,6 +59,12 @@ def input_specs(fn: Function) -> list[InputSpec]:
     return [InputSpec(name, arg.type) for name, arg in zip(input_names(fn), fn.arguments)]
 
 
+def interiors(annotation: Annotation) -> list:
+    """The ``Interior`` values of the annotated regions (an LSTM's cell state): observed through
+    their carriers, which no engine exposes."""
+    return [i for r in annotation.regions if r.pattern.op.interior is not None for i in r.pattern.op.interior(r)]
+
+
 def observed_values(annotation: Annotation) -> list[Value]:
     """Every float tensor whose range decides a quantization parameter."""
     out: dict[int, Value] = {}
@@ -151,6 +157,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
     ensure_names(fn)
     values = observed_values(annotation)
     observers = {v: _make_observers(v, config) for v in values}
+    inside = [(i, _make_observers(i.carrier, config)) for i in interiors(annotation)]
     corrected = [] if config.bias_correction == "off" else \
         list({id(x): x for r in annotation.regions if (x := weighted_input(r)) is not None
               and constant_array(x) is None}.values())
@@ -196,6 +203,10 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
             array = results[v.name_hint]
             for o in obs:
                 o.update(array)
+        for interior, obs in inside:
+            array = interior.observe(lambda v: results[v.name_hint] if v.name_hint in results else batch[v.name_hint])
+            for o in obs:
+                o.update(array)
         n = next(iter(batch.values())).shape[0]
         keep = kept_n < keep_samples
         for v, m in means.items():
@@ -212,6 +223,7 @@ def calibrate(fn: Function, annotation: Annotation, dataset: DatasetManager, con
         progress.close()
     if any(m.mixed for m in kept_means.values()):   # "empirical" compares positions: one size only
         kept_means = {}                              # the solver then corrects from the weights
+    observers.update({i.carrier: obs for i, obs in inside})
     return Statistics(observers, seen, kept, make_engine, means, kept_means, inputs, held_out=held)
 
 

@@ -47,11 +47,7 @@ def is_integer_computation(op: Operation) -> bool:
 
 
 # Float ops quantir keeps float on purpose, and why (the report shows it instead of "no pattern").
-KEPT_FLOAT = {
-    nn.LSTM: ("LSTM: LiteRT has no integer BIDIRECTIONAL_SEQUENCE_LSTM (float, or hybrid with float "
-              "activations), and its integer UNIDIRECTIONAL_SEQUENCE_LSTM keeps the cell state in int16 "
-              "with calibrated gate intermediates, outside quantir's int8 op set; quantir keeps it float"),
-}
+KEPT_FLOAT: dict = {}
 
 
 def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] = PATTERNS) -> Annotation:

@@ -55,7 +55,7 @@ import numpy as np
 from ..ir import Value
 from ..numerics import NEAR_ZERO_TOLERANCE, asymmetric_qparams
 from .attention_mask import MaskedAdds, bias_range, masked_range
-from .calibrate import CalibrationInfo, Statistics, default_callback
+from .calibrate import CalibrationInfo, Statistics, default_callback, interiors
 from .config import Config
 from .methods import Range
 from .ops.activation import gates_itself, silu_input_range
@@ -181,6 +181,9 @@ class _Solver:
                 root = self.root[id(v)]
                 self.floors[root] = max(finest, self.floors.get(root, 0.0))
         self._grams: dict[int, np.ndarray] | None = None   # id(region) -> input_gram
+        # values inside ops (an LSTM's cell state): their parameters from their observed min/max
+        self.interior: dict[Value, ActParams] = {
+            i.carrier: i.params(*value_range(i.carrier, statistics, self.wide_config)) for i in interiors(annotation)}
         self.trace = None
         if statistics.kept and statistics.make_engine is not None:
             self.trace = IntegerTrace(fn, annotation, _Decided(self), config, statistics.kept, statistics.make_engine)
@@ -317,19 +320,25 @@ class _Solver:
         return self._with_mask_values(region.output, (lo, hi))
 
     def grams(self) -> dict[int, np.ndarray]:
-        """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples:
-        one pass of the float function over them, the first time a region asks."""
+        """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples (and
+        the ``SampleWeights.sums`` of the regions that declare them): one pass of the float function
+        over them, the first time a region asks."""
         if self._grams is None:
             regions = [r for r in self.annotation.regions if hessian_applies(r)]
+            own = [r for r in self.annotation.regions if r.pattern.op.sample_weights is not None]
             self._grams = {}
-            if regions and self.statistics.kept and self.statistics.make_engine is not None:
-                names = sorted({weighted_input(r).name_hint for r in regions})
+            if (regions or own) and self.statistics.kept and self.statistics.make_engine is not None:
+                names = sorted({weighted_input(r).name_hint for r in regions} | {r.inputs[0].name_hint for r in own})
                 engine = self.statistics.make_engine(self.fn, names, self.config.engine)
                 for batch in self.statistics.kept:
                     out = engine.run(batch)
                     for r in regions:
                         g = input_gram(r, out[weighted_input(r).name_hint])
                         self._grams[id(r)] = g + self._grams.get(id(r), 0.0)
+                    for r in own:
+                        sums = r.pattern.op.sample_weights.sums(r, out[r.inputs[0].name_hint])
+                        had = self._grams.get(id(r))
+                        self._grams[id(r)] = sums if had is None else tuple(a + b for a, b in zip(had, sums))
         return self._grams
 
     def region_weight_params(self, region: Region, x: Value, s_in: float) -> WeightParams:
@@ -360,6 +369,11 @@ class _Solver:
     # -- the result ---------------------------------------------------------------------------
     def final(self) -> dict[Value, ActParams | WeightParams]:
         out: dict[Value, ActParams | WeightParams] = {v: self.act_params(v) for v in self.values.values()}
+        out.update(self.interior)
+        for region in self.annotation.regions:
+            own = region.pattern.op.sample_weights
+            if own is not None:
+                out.update(own.params(region, self.grams().get(id(region)), self.config.weight_rounding != "nearest"))
         for key, (region, s_in, wp) in self.weights.items():
             if key in self.shared:
                 continue   # tied weights: the lowering quantizes them per use, uncorrected
@@ -425,6 +439,8 @@ class _Decided(Mapping):
         return _Decided(self._s, (id(v), rng))
 
     def __getitem__(self, v: Value) -> ActParams | WeightParams:
+        if v in self._s.interior:
+            return self._s.interior[v]
         entry = self._s.weights.get(v)
         if entry is not None:
             return entry[2]

@@ -47,7 +47,7 @@ from ..ir.builder import OpBuilder, function_like
 from ..ir.dialects import quant
 from ..ir.mapping import IRMapping
 from ..ir.opdef import elements_attr
-from .calibrate import Statistics, observed_values
+from .calibrate import Statistics, interiors, observed_values
 from .config import Config
 from .methods import METHODS, Method
 from .patterns import Annotation
@@ -218,7 +218,8 @@ def read(module: Module) -> tuple[Function, Statistics]:
 def check_covers(annotation: Annotation, statistics: Statistics, config: Config) -> None:
     """Refuse statistics that cannot give ``config``'s parameters: a tensor the quantizer observes
     with no stats op, a histogram method with min/max statistics only, bias correction without sums."""
-    missing = [v.name_hint or "<unnamed>" for v in observed_values(annotation) if v not in statistics.observers]
+    wanted = [*observed_values(annotation), *(i.carrier for i in interiors(annotation))]
+    missing = [v.name_hint or "<unnamed>" for v in wanted if v not in statistics.observers]
     if missing:
         raise CalibrationError(f"no quant.stats op on {len(missing)} tensor(s) the quantizer observes "
                                f"({', '.join(repr(n) for n in missing[:5])}): write the statistics with the same "

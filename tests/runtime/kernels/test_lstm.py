@@ -124,34 +124,3 @@ def test_bad_sequence_lens_is_an_error_not_a_crash(tmp_path):
     path, *_ = _graph(tmp_path, seq_lens=[9, 1, 1])
     with pytest.raises(QuantirError, match="sequence_lens"):
         qr.run(qr.load(path), {"X": RNG.normal(size=(5, 3, 4)).astype(np.float32)})
-
-
-def test_quantize_keeps_lstm_a_float_island_with_the_convolutions_integer(tmp_path):
-    """CRNN shape: Conv → Relu → Reshape → Transpose → bidirectional LSTM. The conv is int8, the LSTM
-    stays float with the reason, and the QDQ export runs in ONNX Runtime like quantir's interpreter."""
-    hidden = 6
-    inits = [numpy_helper.from_array(RNG.normal(size=(4, 1, 3, 3)).astype(np.float32), "cw"),
-             numpy_helper.from_array(np.array([1, 32, -1], np.int64), "shape"),
-             numpy_helper.from_array(RNG.normal(size=(2, 4 * hidden, 32)).astype(np.float32) * 0.3, "W"),
-             numpy_helper.from_array(RNG.normal(size=(2, 4 * hidden, hidden)).astype(np.float32) * 0.3, "R")]
-    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("Reshape", ["r", "shape"], ["s"]),
-             helper.make_node("Transpose", ["s"], ["t"], perm=[2, 0, 1]),
-             helper.make_node("LSTM", ["t", "W", "R"], ["y", "", ""], direction="bidirectional", hidden_size=hidden)]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 12])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    path = str(tmp_path / "crnn.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)
-    xs = RNG.normal(size=(16, 1, 8, 12)).astype(np.float32)
-    r = qr.quantize(path, [{"x": x[None]} for x in xs], qr.Config(progress=False))
-    names = [op.name for op in r.module.main.ops]
-    assert "qnn.conv" in names and "nn.conv" not in names
-    (why,) = [why for op, why in r.annotation.float_ops if op.name == "nn.lstm"]
-    assert why.startswith("LSTM: LiteRT has no integer BIDIRECTIONAL_SEQUENCE_LSTM")
-    x = xs[:1]
-    ours = qr.run(r.module, {"x": x})["y"]
-    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    assert ours.shape == ref.shape and np.abs(ours - ref).max() < 0.05   # int8 conv in front of a float LSTM
-    r.save(tmp_path / "m.qdq.onnx", format="qdq")
-    got = ort.InferenceSession(str(tmp_path / "m.qdq.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_allclose(got, ours, atol=1e-5)

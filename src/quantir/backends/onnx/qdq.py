@@ -28,6 +28,7 @@ reduce_sum             ReduceSum(axes, keepdims)
 l2_normalization       LpNormalization(axis=-1, p=2)
 log_softmax            LogSoftmax(axis=-1)
 data movement (nn)     the same nn op on the dequantized input (Reshape, Flatten, Transpose ...)
+unidirectional_lstm    LSTM (forward/reverse), int8 W and R per gate, then Squeeze (recurrent.py)
 =====================  =========================================================================
 
 Fused activations (``activation`` of conv, fully_connected, add, sub, mul, pools, clamp) are
@@ -45,7 +46,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn, quant
 from ...numerics import resize_nearest_indices
 from ...types import TensorType, UniformQuantizedPerAxisType
-from . import select, space_batch
+from . import recurrent, select, space_batch
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, float_type, is_quantized,
                       qtype, same_params)
 
@@ -386,6 +387,7 @@ CONVERT = {
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QDQ,   # no ONNX op: Pad / Reshape / Transpose / Slice (space_batch.py)
     **select.QDQ,        # maximum, minimum, arg_max, shape and the comparisons (select.py)
+    **recurrent.QDQ,     # unidirectional_lstm: LSTM (recurrent.py)
 }
 
 __all__ = ["CONVERT", "activation", "finish", "is_global_mean", "nearest", "ort_nearest_indices"]

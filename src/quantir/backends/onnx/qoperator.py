@@ -32,6 +32,8 @@ elementwise, 2 inputs  a 65536-entry pair table at ``Cast(a)·256 + Cast(b)``: s
 maximum / minimum      Max / Min on int8 (operands and result share parameters, as LiteRT requires)
 clamp                  Clip on int8 to the exact integer range (equal input/output parameters)
 data movement (nn)     the same op on int8 (Reshape, Flatten, Transpose, Squeeze, ...)
+unidirectional_lstm    ms:DynamicQuantizeLSTM with int8 weights on the dequantized input, then
+                       QuantizeLinear: ONNX Runtime has no LSTM on int8 activations (recurrent.py)
 =====================  =========================================================================
 
 Which ops are tables is read from the declarations (``tables.is_unary_elementwise``), so a new
@@ -59,7 +61,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
-from . import qdq, space_batch, tables
+from . import qdq, recurrent, space_batch, tables
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
                       scale_array, zero_point_array)
 
@@ -427,6 +429,7 @@ CONVERT = {
     qnn.MINIMUM: _select(nn.VARIADIC["min"]),
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QOPERATOR,   # the same moves on int8 (space_batch.py)
+    **recurrent.QOPERATOR,     # unidirectional_lstm: DynamicQuantizeLSTM (recurrent.py)
 }
 
 __all__ = ["CONVERT"]

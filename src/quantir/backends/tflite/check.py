@@ -35,8 +35,11 @@ _ARITY: dict[str, tuple[int, int]] = {
     "CONV_2D": (3, 3),   # int8 CONV_2D needs its bias (conv.cc: has_bias); DEPTHWISE_CONV_2D does not
     "DEPTHWISE_CONV_2D": (2, 3), "RESHAPE": (1, 2), "CONCATENATION": (1, 1 << 30),
     "BATCH_MATMUL": (2, 2), "EMBEDDING_LOOKUP": (2, 2),   # (the dynamic-range forms' Prepare too)
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (20, 24), "REVERSE_V2": (2, 2),
 }
-_MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2)}
+# the LSTM's optional inputs (lstm_shared.h): the input gate (CIFG), peepholes, projection, layer norm
+_LSTM_OPTIONAL = (1, 5, 9, 10, 11, 12, 16, 17, 20, 21, 22, 23)
+_MAY_OMIT = {("FULLY_CONNECTED", 2), ("PADV2", 2), *(("UNIDIRECTIONAL_SEQUENCE_LSTM", i) for i in _LSTM_OPTIONAL)}
 _INT16_MAX = (1 << 15) - 1   # the conv kernels' bound on strides and dilations
 # The operator versions BUILTIN_REF registers (ai-edge-litert 2.3, measured): LiteRT refuses to load
 # a model with a higher version ("Didn't find op for builtin opcode").
@@ -46,6 +49,7 @@ _MAX_VERSION = {
     "MEAN": 3, "MUL": 7, "PAD": 6, "PADV2": 6, "QUANTIZE": 6, "RELU": 3, "RELU6": 3, "RELU_N1_TO_1": 1,
     "RESHAPE": 1, "RESIZE_BILINEAR": 4, "RESIZE_NEAREST_NEIGHBOR": 4, "SLICE": 8, "SOFTMAX": 3, "SQUEEZE": 1,
     "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3, "TRANSPOSE": 8, "BATCH_MATMUL": 4, "EMBEDDING_LOOKUP": 5,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": 3, "REVERSE_V2": 3,
 }
 _OMIT_CRASHES = {"SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "RESHAPE"}
 _NEEDS_OPTIONS = {"SOFTMAX": "aborts the process (beta 0)", "AVERAGE_POOL_2D": "refuses it (stride 0)",

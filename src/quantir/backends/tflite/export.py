@@ -11,27 +11,30 @@ really changes layout (the input, a flatten of a feature map).
 
 Op by op (quantized per LiteRT's int8 spec; ``qnn`` ops already carry its parameters):
 
-======================  ======================================================================
-IR                      TFLite
-======================  ======================================================================
-quant.qcast / dcast     QUANTIZE (float32 -> int8) / DEQUANTIZE
-qnn.requantize          QUANTIZE (int8 -> int8)
-qnn.conv                CONV_2D (OHWI filter, axis 0) or DEPTHWISE_CONV_2D ([1, KH, KW, C],
-                        axis 3) when group == C_in; explicit pads that are neither SAME nor
-                        VALID become a PAD (with the input's zero point, i.e. real 0) + VALID
-qnn.fully_connected     FULLY_CONNECTED (keep_num_dims for rank > 2)
-qnn.add / sub / mul     ADD / SUB / MUL with the fused activation
-qnn.*_pool, mean, ...   AVERAGE_POOL_2D (SAME/VALID only), MAX_POOL_2D (other pads: a PADV2 with
-                        the storage minimum + VALID), MEAN, CONCATENATION, PAD (PADV2 for a
-                        pad ``value``), RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, SOFTMAX,
-                        LOGISTIC, TANH, HARD_SWISH, GELU (approximate in its options),
-                        LEAKY_RELU
-qnn.clamp               RELU / RELU6 / RELU_N1_TO_1 (QUANTIZE when it only rescales)
-nn.reshape & co.        RESHAPE (with several dynamic dims: its int32 target gathered at run time,
-                        SHAPE -> CONCATENATION -> GATHER; squeeze/unsqueeze -> SQUEEZE /
-                        EXPAND_DIMS); nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_SLICE
-                        (positive steps, static sliced dims); nn.identity -> nothing
-======================  ======================================================================
+=======================  ======================================================================
+IR                       TFLite
+=======================  ======================================================================
+quant.qcast / dcast      QUANTIZE (float32 -> int8) / DEQUANTIZE
+qnn.requantize           QUANTIZE (int8 -> int8)
+qnn.conv                 CONV_2D (OHWI filter, axis 0) or DEPTHWISE_CONV_2D ([1, KH, KW, C],
+                         axis 3) when group == C_in; explicit pads that are neither SAME nor
+                         VALID become a PAD (with the input's zero point, i.e. real 0) + VALID
+qnn.fully_connected      FULLY_CONNECTED (keep_num_dims for rank > 2)
+qnn.add / sub / mul      ADD / SUB / MUL with the fused activation
+qnn.*_pool, mean, ...    AVERAGE_POOL_2D (SAME/VALID only), MAX_POOL_2D (other pads: a PADV2 with
+                         the storage minimum + VALID), MEAN, CONCATENATION, PAD (PADV2 for a
+                         pad ``value``), RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, SOFTMAX,
+                         LOGISTIC, TANH, HARD_SWISH, GELU (approximate in its options),
+                         LEAKY_RELU
+qnn.clamp                RELU / RELU6 / RELU_N1_TO_1 (QUANTIZE when it only rescales)
+nn.reshape & co.         RESHAPE (with several dynamic dims: its int32 target gathered at run time,
+                         SHAPE -> CONCATENATION -> GATHER; squeeze/unsqueeze -> SQUEEZE /
+                         EXPAND_DIMS); nn.transpose -> TRANSPOSE; nn.slice -> STRIDED_SLICE
+                         (positive steps, static sliced dims); nn.identity -> nothing
+qnn.unidirectional_lstm  UNIDIRECTIONAL_SEQUENCE_LSTM (8x8_16, time major, LiteRT's 24 inputs,
+                         variable state tensors, 5 intermediates); reverse: REVERSE_V2 on the
+                         time axis before and after; a dynamic batch is refused
+=======================  ======================================================================
 
 A dynamic dim (``?``: the batch, or H and W) is written as 1 with a shape signature of -1; LiteRT
 resizes at run time, and sizes that follow the input (a resize's ``factors``) are computed from
@@ -53,7 +56,7 @@ from typing import Callable
 
 import numpy as np
 
-from quantir.backends.tflite.model import Model, Quantization
+from quantir.backends.tflite.model import Model, Operator, Quantization
 from quantir.backends.tflite.schema import (
     ActivationFunctionType,
     AddOptions,
@@ -94,6 +97,7 @@ from quantir.backends.tflite.schema import (
     SubOptions,
     SquaredDifferenceOptions,
     TransposeConvOptions,
+    UnidirectionalSequenceLSTMOptions,
 )
 from quantir.backends.tflite.schema import TensorType as TFLiteTensorType
 from quantir.backends.naming import unique_name
@@ -515,6 +519,83 @@ def fully_connected(ex: _Exporter, op: Operation) -> None:
             FullyConnectedOptions(fused_activation_function=_act(op), keep_num_dims=keep, **bias_type))
 
 
+_LSTM_GATES = ("input", "forget", "cell", "output")   # LiteRT's order, the IR op's axis 0
+
+
+def unidirectional_lstm(ex: _Exporter, op: Operation) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM, full integer (8x8_16), time major, with LiteRT's 24 inputs
+    (``lstm_shared.h``): the input, per gate an ``[H, I]`` and an ``[H, H]`` int8 weight (per tensor,
+    the gate's scale) and an int32 ``[H]`` bias, no peephole, projection or layer norm; the
+    output_state (int8, the result's parameters) and cell_state (int16, scale 2**cell_scale_log2)
+    as variable tensors without data (LiteRT zeroes them: the int8 one to its zero point); five
+    intermediates, four int16 gate tensors at 2**-12 (read only with layer norm) and the hidden one
+    (int8, the result's parameters), as the converter writes them. ``reverse``: a REVERSE_V2 on
+    the time axis before and after (copies of the stored integers)."""
+    x, w, r, b = op.operands
+    y = op.results[0]
+    arrays = [quant.stored_constant(v) for v in (w, r, b)]
+    if any(a is None for a in arrays):
+        raise UnsupportedOpError(f"{_what(op)}: TFLite needs constant weights, recurrent weights and bias")
+    batch = x.type.shape[1]
+    hidden = w.type.shape[1]
+    if batch is None:
+        raise UnsupportedOpError(
+            f"{_what(op)}: a dynamic batch has no UNIDIRECTIONAL_SEQUENCE_LSTM form: LiteRT keeps the states in "
+            "variable tensors of the batch written in the file, which it never resizes (its Prepare checks "
+            "output_state and cell_state hold n_batch x units elements and refuses any other batch); export with "
+            "a static batch")
+    name = y.name_hint or "lstm"
+    w_scales = np.atleast_1d(qnn.scales_of(w.type))
+    r_scales = np.atleast_1d(qnn.scales_of(r.type))
+    b_scales = np.atleast_1d(qnn.scales_of(b.type))
+    weights, recurrent, bias = (np.asarray(a) for a in arrays)
+    y_q = _quantization(y)
+    x_shape, x_sig = ex._shape(x, Form.ASIS)
+    y_shape, y_sig = ex._shape(y, Form.ASIS)
+    reverse = bool(op.attr("reverse"))
+    src = ex.get(x, Form.ASIS)
+    if reverse:
+        time_axis = ex.int32([0], f"{name}/time_axis")
+        rev = ex.b.add_tensor(ex._name(f"{name}/reversed_input"), x_shape, _dtype(x), _quantization(x),
+                              shape_signature=x_sig)
+        ex.b.add_operator(OP.REVERSE_V2, [src, time_axis], [rev])
+        src = rev
+    inputs = [src]
+    inputs += [ex.constant(np.ascontiguousarray(weights[g]), f"{name}/input_to_{gate}_weights",
+                           Quantization([w_scales[g]], [0])) for g, gate in enumerate(_LSTM_GATES)]
+    inputs += [ex.constant(np.ascontiguousarray(recurrent[g]), f"{name}/recurrent_to_{gate}_weights",
+                           Quantization([r_scales[g]], [0])) for g, gate in enumerate(_LSTM_GATES)]
+    inputs += [-1, -1, -1]   # cell_to_{input,forget,output} peepholes
+    inputs += [ex.constant(np.ascontiguousarray(bias[g], np.int32), f"{name}/{gate}_gate_bias",
+                           Quantization([b_scales[g]], [0])) for g, gate in enumerate(_LSTM_GATES)]
+    inputs += [-1, -1]   # projection weights and bias
+    inputs.append(ex.b.add_tensor(ex._name(f"{name}/output_state"), (batch, hidden), np.int8, y_q, is_variable=True))
+    cell_q = Quantization([2.0 ** int(op.attr("cell_scale_log2"))], [0])
+    inputs.append(ex.b.add_tensor(ex._name(f"{name}/cell_state"), (batch, hidden), np.int16, cell_q, is_variable=True))
+    inputs += [-1, -1, -1, -1]   # layer-norm coefficients
+    gate_q = Quantization([2.0 ** -12], [0])
+    intermediates = [ex.b.add_tensor(ex._name(f"{name}/{gate}_intermediate"), (0,), np.int16, gate_q)
+                     for gate in _LSTM_GATES]
+    intermediates.append(ex.b.add_tensor(ex._name(f"{name}/hidden_intermediate"), (0,), np.int8, y_q))
+    options = UnidirectionalSequenceLSTMOptions(fused_activation_function=ActivationFunctionType.TANH,
+                                                cell_clip=float(op.attr("cell_clip") or 0.0), proj_clip=0.0,
+                                                time_major=True, asymmetric_quantize_inputs=False)
+    if reverse:
+        out = ex.b.add_tensor(ex._name(f"{name}/reversed"), y_shape, _dtype(y), y_q, shape_signature=y_sig)
+    else:
+        out = ex.new_tensor(y, Form.ASIS)
+    _add_operator(ex, OP.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, [out], options, intermediates)
+    if reverse:
+        ex.b.add_operator(OP.REVERSE_V2, [out, time_axis], [ex.new_tensor(y, Form.ASIS)])
+
+
+def _add_operator(ex: _Exporter, code, inputs: list[int], outputs: list[int], options, intermediates: list[int]
+                  ) -> None:
+    """An operator with ``Operator.intermediates`` (which :meth:`ModelBuilder.add_operator` does not take)."""
+    ex.b.operators.append(Operator(ex.b.opcode_index(code), tuple(inputs), tuple(outputs), options,
+                                   tuple(intermediates)))
+
+
 def _pool(code):
     def rule(ex: _Exporter, op: Operation) -> None:
         x = op.operands[0]
@@ -922,6 +1003,7 @@ RULES: dict[object, Callable[[_Exporter, Operation], None]] = {
     quant.QCAST: qcast, quant.DCAST: dcast, qnn.REQUANTIZE: _elementwise(OP.QUANTIZE),
     qnn.CONV: conv, qnn.FULLY_CONNECTED: fully_connected,
     qnn.TRANSPOSE_CONV: transpose_conv,
+    qnn.UNIDIRECTIONAL_LSTM: unidirectional_lstm,
     qnn.ADD: _binary(OP.ADD, AddOptions), qnn.SUB: _binary(OP.SUB, SubOptions), qnn.MUL: _binary(OP.MUL, MulOptions),
     qnn.AVERAGE_POOL: _pool(OP.AVERAGE_POOL_2D), qnn.MAX_POOL: _pool(OP.MAX_POOL_2D),
     qnn.MEAN: mean, qnn.CONCAT: concat, qnn.PAD: pad, qnn.RESIZE_BILINEAR: resize_bilinear,

@@ -157,6 +157,8 @@ class BuiltinOptionsType(IntEnum):
     GeluOptions = 116
     BatchMatMulOptions = 101
     SquaredDifferenceOptions = 76
+    UnidirectionalSequenceLSTMOptions = 71
+    ReverseV2Options = 81
 
 
 # ---------------------------------------------------------------------------
@@ -585,6 +587,22 @@ class SquaredDifferenceOptions(BuiltinOptions):
 
 
 @dataclass(frozen=True)
+class UnidirectionalSequenceLSTMOptions(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.UnidirectionalSequenceLSTMOptions
+    fused_activation_function: ActivationFunctionType = _slot(0, "int8", ActivationFunctionType.NONE)
+    cell_clip: float = _slot(1, "float32", 0.0)   # 0: no clipping
+    proj_clip: float = _slot(2, "float32", 0.0)
+    time_major: bool = _slot(3, "bool", False)   # True: [T, B, I]
+    asymmetric_quantize_inputs: bool = _slot(4, "bool", False)   # (hybrid only)
+    diagonal_recurrent_tensors: bool = _slot(5, "bool", False)
+
+
+@dataclass(frozen=True)
+class ReverseV2Options(BuiltinOptions):
+    OPTIONS_TYPE: ClassVar = BuiltinOptionsType.ReverseV2Options
+
+
+@dataclass(frozen=True)
 class RawOptions(BuiltinOptions):
     """Options of a union member this module does not declare (reader only): the raw table.
 
@@ -607,7 +625,8 @@ OPTIONS_CLASSES: dict[int, type[BuiltinOptions]] = {
                 ArgMaxOptions, ShapeOptions, BatchToSpaceNDOptions, SpaceToBatchNDOptions, EqualOptions,
                 NotEqualOptions, LessOptions, LessEqualOptions, GreaterOptions, GreaterEqualOptions,
                 LogSoftmaxOptions, GeluOptions, BatchMatMulOptions,
-                TransposeConvOptions, SplitVOptions, SquaredDifferenceOptions, DivOptions)
+                TransposeConvOptions, SplitVOptions, SquaredDifferenceOptions, DivOptions,
+                UnidirectionalSequenceLSTMOptions, ReverseV2Options)
 }
 
 
@@ -699,6 +718,8 @@ OPERATOR_OPTIONS: dict[BuiltinOperator, type[BuiltinOptions] | None] = {
     BuiltinOperator.RSQRT: None,
     BuiltinOperator.BATCH_MATMUL: BatchMatMulOptions,
     BuiltinOperator.SQUARED_DIFFERENCE: SquaredDifferenceOptions,
+    BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM: UnidirectionalSequenceLSTMOptions,
+    BuiltinOperator.REVERSE_V2: ReverseV2Options,
 }
 
 # Operator version to declare for the int8 (per-channel) kernels, as the TFLite converter's
@@ -738,4 +759,6 @@ INT8_OP_VERSIONS: dict[BuiltinOperator, int] = {
     BuiltinOperator.HARD_SWISH: 1,
     BuiltinOperator.LEAKY_RELU: 2,
     BuiltinOperator.SQUARED_DIFFERENCE: 2,
+    BuiltinOperator.REVERSE_V2: 3,
+    BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM: 1,   # the full-integer (8x8_16) form; 2, 3 are hybrid
 }

@@ -11,7 +11,9 @@ NHWC ops become NCHW ``qnn`` ops with transposes only where layouts meet (see
 holds it and the permutation back to TFLite's layout, so every intermediate can be compared
 with LiteRT's.
 
-Supported (int8, per tensor or per axis, as LiteRT's int8 spec uses them): ``SUPPORTED_OPS``;
+Supported (int8, per tensor or per axis, as LiteRT's int8 spec uses them): ``SUPPORTED_OPS``
+(UNIDIRECTIONAL_SEQUENCE_LSTM in the full-integer form quantir writes, a REVERSE_V2 pair around it
+as its reverse direction: :mod:`.ops_recurrent`);
 operators that compute in float32 (a dynamic-range model's float part) become ``nn`` ops
 (``FLOAT_OPS``, :mod:`.ops_float`). Float16/float64 tensors and other ops raise
 ``UnsupportedOpError``; corrupt files and
@@ -29,17 +31,21 @@ from ...backends.tflite.reader import load_model, read_model
 from ...backends.tflite.schema import BuiltinOperator
 from ...ir import Module
 from .importer import Binding, Converter, Importer, TFLiteImport
+from .ops_recurrent import CONVERTERS as _RECURRENT
+from .ops_recurrent import HYBRID_CONVERTERS as _RECURRENT_HYBRID
 from .ops_select import CONVERTERS as _SELECT
 from .ops_shape import CONVERTERS as _SHAPE
 from .ops_split import CONVERTERS as _SPLIT
 from .ops_tensor import CONVERTERS as _TENSOR
 from .ops_window import CONVERTERS as _WINDOW
-from .ops_hybrid import CONVERTERS as HYBRID_CONVERTERS
+from .ops_hybrid import CONVERTERS as _HYBRID
 from .ops_float import CONVERTERS as FLOAT_CONVERTERS
 
 __all__ = ["import_tflite", "load_tflite", "TFLiteImport", "Binding", "SUPPORTED_OPS", "FLOAT_OPS"]
 
-CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT, **_SPLIT}
+CONVERTERS: dict[BuiltinOperator, Converter] = {**_WINDOW, **_TENSOR, **_SHAPE, **_SELECT, **_SPLIT, **_RECURRENT}
+# dynamic-range ops; a hybrid LSTM is routed to its refusal
+HYBRID_CONVERTERS: dict[BuiltinOperator, Converter] = {**_HYBRID, **_RECURRENT_HYBRID}
 SUPPORTED_OPS: frozenset[BuiltinOperator] = frozenset(CONVERTERS)
 FLOAT_OPS: frozenset[BuiltinOperator] = frozenset(FLOAT_CONVERTERS)
 

@@ -474,3 +474,50 @@ TRANSPOSE_CONV = qdefine(
     _both(_verify_activation, _verify_transpose_conv),
     "LiteRT TRANSPOSE_CONV, per-channel weights [C_out, C_in, KH, KW]; output size stride·(in − 1) + kernel "
     "+ adjust, begin pads from TFLite's SAME/VALID rule on that output size.")
+
+
+# -- recurrent ------------------------------------------------------------------------------------
+
+LSTM_GATES = ("input", "forget", "cell", "output")   # LiteRT's order (ONNX stacks i, o, f, c)
+
+
+def _verify_unidirectional_lstm(op: Operation) -> str | None:
+    """x ``[T, B, I]``; w ``[4, H, I]``, r ``[4, H, H]`` int8, one symmetric scale per gate (axis 0);
+    bias ``[4, H]`` int32; y ``[T, B, H]`` int8 per tensor; the cell state's scale is a power of two."""
+    x, w, r, b, y = (v.type for v in (*op.operands, op.results[0]))
+    for what, t, width in (("weights", w, 8), ("recurrent weights", r, 8), ("bias", b, 32)):
+        q = t.element_type
+        if q.storage_width != width:
+            return f"{what} must have {width}-bit storage"
+        if not isinstance(q, UniformQuantizedPerAxisType) or q.quantized_dimension != 0 or len(q.scales) != 4:
+            return f"{what} must be quantized per gate: four scales along axis 0 ({', '.join(LSTM_GATES)})"
+        if any(zp != 0 for zp in (q.zero_points or ())):
+            return f"{what} must be symmetric (zero point 0)"
+    for what, t in (("input", x), ("result", y)):
+        if np.ndim(scales_of(t)) != 0 or t.element_type.storage_width != 8:
+            return f"the {what} must be int8 quantized per tensor"
+    if not all(t.is_ranked for t in (x, w, r, b, y)):
+        return None
+    if x.rank != 3 or w.rank != 3 or r.rank != 3 or b.rank != 2 or y.rank != 3:
+        return "x [T, B, I], w [4, H, I], r [4, H, H], bias [4, H] and y [T, B, H] have ranks 3, 3, 3, 2, 3"
+    hidden = w.shape[1]
+    if w.shape[0] != 4 or None not in (w.shape[2], x.shape[2]) and w.shape[2] != x.shape[2]:
+        return f"weights {_shape(w)} must be [4, H, I] with I = the input's last dim ({_shape(x)})"
+    if r.shape != (4, hidden, hidden) or b.shape != (4, hidden):
+        return f"recurrent weights {_shape(r)} and bias {_shape(b)} must be [4, {hidden}, {hidden}] and [4, {hidden}]"
+    if y.shape != (x.shape[0], x.shape[1], hidden):
+        return f"result shape {_shape(y)} must be the input's [T, B] with {hidden} hidden units"
+    if not -20 <= op.attr("cell_scale_log2") <= 0:
+        return f"cell_scale_log2 {op.attr('cell_scale_log2')} is outside [-20, 0]"
+    return None
+
+
+UNIDIRECTIONAL_LSTM = qdefine(
+    "unidirectional_lstm", ("x", "w", "r", "bias"),
+    {"cell_scale_log2": AttrSpec(AttrKind.INT, required=True, doc="the int16 cell state's scale is 2**this"),
+     "reverse": AttrSpec(AttrKind.BOOL, default=False, doc="run the sequence from its last step"),
+     "cell_clip": AttrSpec(AttrKind.FLOAT, default=0.0, doc="bound of the cell state (0: none)")},
+    _verify_unidirectional_lstm,
+    "LiteRT UNIDIRECTIONAL_SEQUENCE_LSTM, full integer (8x8_16): time-major int8 input, int8 weights with one "
+    "scale per gate (input, forget, cell, output), int32 bias, Q3.12 gates, an int16 cell state at scale "
+    "2**cell_scale_log2, zero initial states; the hidden state and the result share the result's parameters.")

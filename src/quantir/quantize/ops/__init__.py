@@ -15,6 +15,7 @@ from . import split  # noqa: F401  (an expansion: Split as Slices)
 from . import cast  # noqa: F401  (an integer input stored in int8)
 from . import pooling  # noqa: F401  (an expansion: masked mean pooling without SUM or DIV)
 from . import squared_difference  # noqa: F401  (its patterns have priority -1: before binary's Mul)
+from . import recurrent  # noqa: F401  (LSTM, and the expansion splitting a bidirectional one)
 from .registry import (DECLARATIONS, EXPANSIONS, Format, QuantOp, SolverRules, declaration_for, declare,
                        declare_expansion, patterns)
 

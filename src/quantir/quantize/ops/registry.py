@@ -68,6 +68,29 @@ class SolverRules:
     finest_output_scale16: Callable[[list[float]], "float | None"] | None = None
 
 
+@dataclass(frozen=True)
+class Interior:
+    """A value inside an op that no tensor of the float graph holds (an LSTM's cell state at every
+    step) but whose range sets one of the op's parameters. Calibration feeds ``observe``'s arrays
+    to the observers of ``carrier`` (a result of the region's float op standing in for it, so the
+    statistics keep it under a name); the solver turns the observed range into ``params``."""
+
+    carrier: Any                                           # ir.Value
+    observe: Callable[[Callable[[Any], Any]], Any]         # (value -> its array on the batch) -> array
+    params: Callable[[float, float], Any]                  # (lo, hi) -> params.ActParams
+
+
+@dataclass(frozen=True)
+class SampleWeights:
+    """Weights an op rounds with the kept calibration samples its own way (an LSTM's gate matrices,
+    one scale each). The solver sums ``sums`` over the kept batches of the region's float input and
+    hands the totals (None without kept samples) to ``params``, whose ``WeightParams`` the lowering
+    reads by weight value; ``hessian`` says whether ``Config.weight_rounding`` asks for GPTQ."""
+
+    sums: Callable[[Region, Any], tuple]                              # (region, float input) -> arrays
+    params: Callable[[Region, "tuple | None", bool], Mapping[Any, Any]]   # -> {weight value: WeightParams}
+
+
 @dataclass(eq=False)
 class QuantOp:
     """One quantized op. ``opdef`` is the integer op (a ``qnn`` op, or a data-movement ``nn`` op
@@ -110,6 +133,10 @@ class QuantOp:
     int16_builtin: bool = True
     # a FIXED output's (scale, zero point) in int16, where the 16x8 kernel fixes them too
     int16_fixed: tuple[float, int] | None = None
+    # (region) -> the values inside the op calibration must observe (``Interior``)
+    interior: Callable[[Region], "tuple[Interior, ...]"] | None = None
+    # weights rounded from the kept samples outside the conv/FC path (``SampleWeights``)
+    sample_weights: SampleWeights | None = None
 
     @property
     def name(self) -> str:

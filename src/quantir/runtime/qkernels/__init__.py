@@ -85,6 +85,8 @@ from quantir.runtime.qkernels.log_softmax import (LogSoftmaxLutParams, LogSoftma
 from quantir.runtime.qkernels.hybrid import (asymmetric_quantize_rows, batch_matmul_hybrid, embedding_lookup_hybrid,
                                              fully_connected_hybrid, symmetric_quantize_rows, weight_row_sums)
 from quantir.runtime.qkernels.hybrid_conv import conv2d_hybrid, depthwise_conv2d_hybrid
+from quantir.runtime.qkernels.unidirectional_lstm import (UnidirectionalLstmParams, prepare_unidirectional_lstm,
+                                                          unidirectional_lstm)
 
 __all__ = [
     "QKernelError", "AccumulatorOverflowError", "KernelParams", "activation_range", "tflite_pads", "output_size",
@@ -113,4 +115,5 @@ __all__ = [
     "SquaredDifferenceParams", "prepare_squared_difference", "squared_difference",
     "symmetric_quantize_rows", "asymmetric_quantize_rows", "fully_connected_hybrid", "batch_matmul_hybrid",
     "conv2d_hybrid", "depthwise_conv2d_hybrid", "embedding_lookup_hybrid", "weight_row_sums",
+    "UnidirectionalLstmParams", "prepare_unidirectional_lstm", "unidirectional_lstm",
 ]
