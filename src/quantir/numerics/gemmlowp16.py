@@ -32,7 +32,15 @@ from quantir.numerics.fixedpoint import (
     saturating_left_shift,
     saturating_rounding_doubling_high_mul_16 as _mul,
 )
-from quantir.numerics.gemmlowp import rounding_half_sum
+# gemmlowp's int32 raw constants, cut to int16 where they are used (rescale_constant_16)
+from quantir.numerics.gemmlowp import (  # noqa: F401  (the same constants in both widths)
+    _EXP_BARREL,
+    _EXP_MINUS_ONE_EIGHTH,
+    _FORTY_EIGHT_OVER_SEVENTEEN,
+    _MINUS_THIRTY_TWO_OVER_SEVENTEEN,
+    _ONE_THIRD,
+    rounding_half_sum,
+)
 from quantir.numerics.rounding import saturate
 
 __all__ = [
@@ -47,13 +55,6 @@ __all__ = [
     "tanh_16",
 ]
 
-# The int32 raw constants gemmlowp writes (the same as in quantir.numerics.gemmlowp).
-_EXP_MINUS_ONE_EIGHTH = 1895147668  # exp(-1/8), Q0.31
-_ONE_THIRD = 715827883  # 1/3, Q0.31
-_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-               (2, 39332535), (3, 720401), (4, 242))  # exp(-2**k), Q0.31
-_FORTY_EIGHT_OVER_SEVENTEEN = 1515870810  # 48/17, Q2.29
-_MINUS_THIRTY_TWO_OVER_SEVENTEEN = -1010580540  # -32/17, Q2.29
 _ONE_HALF = 1 << 30  # 0.5, Q0.31
 
 

@@ -29,6 +29,7 @@ int8 inside a 16-bit model, requantized at its boundary.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -191,7 +192,9 @@ def _gates(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(stacked[list(ONNX_TO_LITERT)])
 
 
-SCALE_FRACTIONS = np.linspace(0.3, 1.0, 71)   # of the largest magnitude: the candidate gate scales
+# the candidate gate scales, as fractions of the largest magnitude: a coarse pass, then steps of 0.01
+# around the best (each candidate costs a [H, K] x [K, K] product under a Gram matrix)
+COARSE_FRACTIONS = np.round(np.arange(0.3, 1.0001, 0.05), 2)
 
 
 def _weights(w: np.ndarray, gram: np.ndarray | None = None, hessian: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -209,13 +212,14 @@ def _weights(w: np.ndarray, gram: np.ndarray | None = None, hessian: bool = True
     for g in range(4):
         block = w[g].astype(np.float64)
         top = float(symmetric_weight_qparams(w[g])[0])
-        best = None
-        for frac in SCALE_FRACTIONS:
+        def error(frac: float) -> tuple[float, float]:
             s = float(np.float32(top * frac))
             e = block - np.clip(np.rint(block / s), -127, 127) * s
-            err = float(np.sum((e @ gram) * e)) if gram is not None else float(np.sum(e * e))
-            if best is None or err < best[0]:
-                best = (err, s)
+            return (float(np.sum((e @ gram) * e)) if gram is not None else float(np.sum(e * e))), s
+
+        coarse = min(COARSE_FRACTIONS, key=lambda f: error(f)[0])
+        fine = [f for f in np.round(coarse + np.arange(-0.04, 0.0401, 0.01), 2) if 0.3 <= f <= 1.0]
+        best = min((error(f) for f in sorted({*fine, 1.0})), key=lambda pair: pair[0])
         scales[g] = best[1]
         ints[g] = hessian_rounded(w[g], best[1], gram[None]) if gram is not None and hessian else \
             quantize_weights(w[g], np.float32(best[1]))
@@ -245,14 +249,27 @@ def sample_sums(r: Region, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat_x.T @ flat_x, flat_h.T @ flat_h
 
 
+_DECIDED: dict = {}   # id(op) -> (key, weights): the last few, since the solver runs again per candidate
+
+
 def sample_params(r: Region, sums: tuple | None, hessian: bool) -> dict[Value, WeightParams]:
-    """The per-gate int8 W and R (``_weights``) under the summed Gram matrices, by weight value."""
+    """The per-gate int8 W and R (``_weights``) under the summed Gram matrices, by weight value. The
+    mixed-precision search solves once per candidate promotion; the weights do not depend on it."""
     op = r.match.ops["op"]
     w, rw, _ = _float_weights(op)
+    digest = hashlib.sha1(w.tobytes() + rw.tobytes())
+    for g in sums or ():
+        digest.update(np.ascontiguousarray(g).tobytes())
+    key = (hessian, sums is None, digest.hexdigest())
+    if _DECIDED.get(id(op), (None,))[0] == key:
+        return _DECIDED[id(op)][1]
     out = {}
     for value, matrix, gram in zip(op.operands[1:3], (w, rw), sums or (None, None)):
         ints, scales = _weights(matrix, gram, hessian)
         out[value] = WeightParams(scales, None, None, ints)
+    while len(_DECIDED) >= 8:
+        _DECIDED.pop(next(iter(_DECIDED)))
+    _DECIDED[id(op)] = (key, out)
     return out
 
 
