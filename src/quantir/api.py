@@ -38,7 +38,7 @@ from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
 from .quantize.precision import Promotion, parse_budget, promote, samples_of, score
 from .ir.names import output_names
-from .quantize.params import hessian_applies
+from .quantize.params import hessian_applies, region_bits
 from .quantize.solver import ActParams, int16_classes, solve, told_apart
 from .quantize import stats_ir
 from .report.layers import LayerError, add_sums, error_sums, from_sums
@@ -193,11 +193,10 @@ class Result:
                 "candidates": p.candidates, "integer_runs": p.evaluations, "samples": p.samples,
                 "held_out": p.held_out,
                 "promoted": [{"tensors": c.names, "sqnr_int8_db": c.sqnr8, "sqnr_int16_db": c.sqnr16}
-                             for c in p.promoted]}
+                             for c in p.promoted], "kept_float": list(p.kept_float)}
 
     def _int8_ops(self) -> list[dict]:
         """Under ``activations="int16"``: the quantized ops that stay int8 (no 16x8 kernel in quantir)."""
-        from .quantize.params import region_bits
         return [{"op": r.label, "kind": r.pattern.op.name} for r in self.annotation.regions
                 if r.pattern.op.output_quantized and region_bits(r, "int16") == 8]
 
@@ -301,6 +300,9 @@ def _promotion_lines(m: dict) -> list[str]:
     for c in m["promoted"]:
         more = f" (+{len(c['tensors']) - 1} in its class)" if len(c["tensors"]) > 1 else ""
         lines.append(f"  {c['sqnr_int8_db']:7.2f} -> {c['sqnr_int16_db']:7.2f} dB  {c['tensors'][0]}{more}")
+    if m.get("kept_float"):
+        lines.append(f"  and kept float (no 16-bit kernel; the promotions alone missed the budget): "
+                     f"{', '.join(m['kept_float'])}")
     return lines
 
 
@@ -369,6 +371,10 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
             config = replace(config, int16=names)
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
+            if not promotion.met:
+                fallback = _float_fallback(fn, annotation, statistics, config, measure, promotion)
+                if fallback is not None:
+                    annotation, config, params, int_fn = fallback
             if auto:
                 config, params, int_fn, rounding, (promotion.after, promotion.met) = _better_rounding(
                     fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
@@ -469,6 +475,36 @@ def _mixed_precision(fn, annotation, statistics, config, params, int_fn, budget,
         return measure(lower(fn, annotation, solve(annotation, statistics, cfg, fn), cfg) if names else int_fn)
     return promote(fn, statistics, config, params, budget, evaluate,
                    lambda: int16_classes(annotation, statistics, config, fn), told_apart(annotation))
+
+
+def _float_fallback(fn, annotation, statistics, config, measure, promotion):
+    """A budget the int16 promotions missed: the regions that cannot be int16 (their op has no 16x8
+    kernel: an LSTM) kept float, the promotions as they are. Kept when that meets the budget, with the
+    reason in the summary and ``Promotion.kept_float``; else None (the promoted model stays). Their
+    inputs and outputs were observed as the neighbours' values, so the statistics serve as they are."""
+    narrow = [r for r in annotation.regions if r.pattern.op.output_quantized and region_bits(r, "int16") == 8]
+    labels = sorted({r.label for r in narrow})
+    if not narrow or any(not label for label in labels):
+        return None
+    cfg = replace(config, exclude=tuple(config.exclude) + tuple(labels))
+    floated = annotate(fn, cfg)
+    if any(r.label in labels for r in floated.regions) or not floated.regions:
+        return None
+    try:
+        p = solve(floated, statistics, cfg, fn)
+        f = lower(fn, floated, p, cfg)
+        metric, met = measure(f)
+    except QuantirError:
+        return None
+    promotion.evaluations += 1
+    if not met:
+        promotion.best_tried = max(promotion.best_tried or metric, metric)
+        return None
+    why = "kept float to meet the budget: with every tensor it could promote int16 the budget was missed, " \
+          "and this op has no 16-bit kernel"
+    floated.float_ops = [(op, why if (op.label or op.name) in labels else reason) for op, reason in floated.float_ops]
+    promotion.after, promotion.met, promotion.kept_float = metric, True, labels
+    return floated, replace(config, exclude=cfg.exclude), p, f
 
 
 def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: tuple[float, bool],

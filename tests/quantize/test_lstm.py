@@ -196,3 +196,20 @@ def test_statistics_written_and_read_back_give_the_same_model(tmp_path):
     assert lstms(from_stats) == lstms(direct) and len(lstms(direct)) == 2
     x = _samples(1)[0]
     assert np.abs(qr.run(from_stats.module, x)["y"] - qr.run(direct.module, x)["y"]).max() < 0.1
+
+
+def test_a_budget_the_promotions_miss_keeps_the_lstms_float(tmp_path):
+    """LiteRT has no 16-bit LSTM: when promoting every tensor it can to int16 misses the budget, the ops
+    without a 16-bit kernel are kept float, and that is kept when it meets the budget (said in the summary)."""
+    path = _crnn(tmp_path)
+    rng = np.random.default_rng(7)
+    samples = [{"x": rng.normal(size=(1, 1, 8, 12)).astype(np.float32)} for _ in range(80)]
+    loose = qr.quantize(path, samples, qr.Config(progress=False, budget=0.995))
+    assert loose.promotion.met and not loose.promotion.kept_float and not loose.annotation.float_ops
+    strict = qr.quantize(path, samples, qr.Config(progress=False, budget=0.9999))
+    p = strict.promotion
+    assert p.met and p.after >= 0.9999 and sorted(p.kept_float) == ["y/forward", "y/reverse"]
+    whys = [why for op, why in strict.annotation.float_ops if op.name == "nn.lstm"]
+    assert len(whys) == 2 and all("kept float to meet the budget" in why for why in whys)
+    assert "kept float (no 16-bit kernel" in strict.summary()
+    assert "qnn.unidirectional_lstm" not in [op.name for op in strict.module.main.ops]

@@ -177,6 +177,8 @@ class Promotion:
     held_out: bool = False            # ... set aside from the calibration (False: too few to spare)
     refused: str = ""                 # the last error of a promotion the kernels could not run
     best_tried: float | None = None   # a missed budget: the best metric any promotion reached
+    # a budget the promotions missed and met with these ops kept float (no 16-bit kernel): their labels
+    kept_float: list[str] = field(default_factory=list)
 
 
 def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float],
