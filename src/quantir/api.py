@@ -374,7 +374,8 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
             if not promotion.met:
                 fallback = _float_fallback(fn, annotation, statistics, config, measure, promotion)
                 if fallback is not None:
-                    annotation, config, params, int_fn = fallback
+                    annotation, config, params, int_fn, promotion = _search_again(
+                        fn, statistics, budget, measure, promotion, *fallback)
             if auto:
                 config, params, int_fn, rounding, (promotion.after, promotion.met) = _better_rounding(
                     fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
@@ -505,6 +506,26 @@ def _float_fallback(fn, annotation, statistics, config, measure, promotion):
     floated.float_ops = [(op, why if (op.label or op.name) in labels else reason) for op, reason in floated.float_ops]
     promotion.after, promotion.met, promotion.kept_float = metric, True, labels
     return floated, replace(config, exclude=cfg.exclude), p, f
+
+
+def _search_again(fn, statistics, budget, measure, promotion, annotation, config, params, int_fn):
+    """With the fallback's ops float, fewer promotions may meet the budget: the search again from all
+    int8 (its report keeps the first one's all-int8 figure, runs and kept-float ops); the fallback's
+    module when the search misses."""
+    base = replace(config, int16=())
+    p8 = solve(annotation, statistics, base, fn)
+    f8 = lower(fn, annotation, p8, base)
+    names, again = _mixed_precision(fn, annotation, statistics, base, p8, f8, budget, measure)
+    if not again.met:
+        promotion.evaluations += again.evaluations
+        return annotation, config, params, int_fn, promotion
+    again.before, again.kept_float = promotion.before, promotion.kept_float
+    again.evaluations += promotion.evaluations
+    if not names:
+        return annotation, base, p8, f8, again
+    config = replace(base, int16=names)
+    params = solve(annotation, statistics, config, fn)
+    return annotation, config, params, lower(fn, annotation, params, config), again
 
 
 def _better_rounding(fn, annotation, statistics, config, params, int_fn, measure, nearest: tuple[float, bool],
