@@ -99,6 +99,10 @@ class Statistics:
     held_out: list[dict[str, np.ndarray]] = field(default_factory=list)
     # (value, method options) -> range: observers are final, and mixed precision solves many times
     _ranges: dict = field(default_factory=dict, repr=False)
+    # what the solver derives from the kept samples and the float graph alone (an LSTM's Gram
+    # matrices and rounded gate weights), keyed by region root and pattern: computed once per
+    # quantization, not once per solve
+    derived: dict = field(default_factory=dict, repr=False)
 
     def range(self, value: Value, config: Config) -> Range:
         obs = self.observers[value]

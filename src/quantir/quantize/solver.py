@@ -322,24 +322,42 @@ class _Solver:
     def grams(self) -> dict[int, np.ndarray]:
         """``input_gram`` of every region ``hessian_applies`` to, on the kept calibration samples (and
         the ``SampleWeights.sums`` of the regions that declare them): one pass of the float function
-        over them, the first time a region asks."""
+        over them, the first time a region asks. The sums are small and kept for the quantization's
+        later solves (``Statistics.derived``); the conv Gram matrices (up to ``HESSIAN_MAX_COLUMNS``
+        squared each) live as long as this solver."""
         if self._grams is None:
             regions = [r for r in self.annotation.regions if hessian_applies(r)]
             own = [r for r in self.annotation.regions if r.pattern.op.sample_weights is not None]
+            cache = self.statistics.derived
+            missing = [r for r in own if _sums_key(r) not in cache]
             self._grams = {}
-            if (regions or own) and self.statistics.kept and self.statistics.make_engine is not None:
-                names = sorted({weighted_input(r).name_hint for r in regions} | {r.inputs[0].name_hint for r in own})
+            if (regions or missing) and self.statistics.kept and self.statistics.make_engine is not None:
+                names = sorted({weighted_input(r).name_hint for r in regions}
+                               | {r.inputs[0].name_hint for r in missing})
                 engine = self.statistics.make_engine(self.fn, names, self.config.engine)
                 for batch in self.statistics.kept:
                     out = engine.run(batch)
                     for r in regions:
                         g = input_gram(r, out[weighted_input(r).name_hint])
                         self._grams[id(r)] = g + self._grams.get(id(r), 0.0)
-                    for r in own:
+                    for r in missing:
                         sums = r.pattern.op.sample_weights.sums(r, out[r.inputs[0].name_hint])
                         had = self._grams.get(id(r))
                         self._grams[id(r)] = sums if had is None else tuple(a + b for a, b in zip(had, sums))
+                for r in missing:
+                    cache[_sums_key(r)] = self._grams[id(r)]
+            self._grams.update({id(r): cache[_sums_key(r)] for r in own if _sums_key(r) in cache})
         return self._grams
+
+    def sample_weights(self, region: Region) -> dict[Value, WeightParams]:
+        """The ``SampleWeights.params`` of ``region`` under its summed statistics, once per quantization
+        and rounding (they do not depend on the promotions the mixed-precision search solves for)."""
+        hessian = self.config.weight_rounding != "nearest"
+        key = ("sample_weights", id(region.root), region.pattern.name, hessian)
+        cache = self.statistics.derived
+        if key not in cache:
+            cache[key] = region.pattern.op.sample_weights.params(region, self.grams().get(id(region)), hessian)
+        return cache[key]
 
     def region_weight_params(self, region: Region, x: Value, s_in: float) -> WeightParams:
         w, b = region_weights(region)
@@ -371,9 +389,8 @@ class _Solver:
         out: dict[Value, ActParams | WeightParams] = {v: self.act_params(v) for v in self.values.values()}
         out.update(self.interior)
         for region in self.annotation.regions:
-            own = region.pattern.op.sample_weights
-            if own is not None:
-                out.update(own.params(region, self.grams().get(id(region)), self.config.weight_rounding != "nearest"))
+            if region.pattern.op.sample_weights is not None:
+                out.update(self.sample_weights(region))
         for key, (region, s_in, wp) in self.weights.items():
             if key in self.shared:
                 continue   # tied weights: the lowering quantizes them per use, uncorrected
@@ -388,6 +405,11 @@ class _Solver:
                 check(region, s_final, wp, out[region.output])
             out[key] = wp
         return out
+
+
+def _sums_key(region: Region) -> tuple:
+    """``Statistics.derived``'s key for a region's ``SampleWeights.sums``: its root op and pattern."""
+    return ("sums", id(region.root), region.pattern.name)
 
 
 def value_range(v: Value, statistics: Statistics, config: Config) -> tuple[float, float]:

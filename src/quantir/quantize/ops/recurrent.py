@@ -29,7 +29,6 @@ int8 inside a 16-bit model, requantized at its boundary.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -102,6 +101,14 @@ def _why_float(op: Operation) -> str | None:
     return None
 
 
+def _kept_whole(op: Operation) -> str | None:
+    """Why ``op`` is neither split into directions nor quantized, or None."""
+    why = _why_float(op)
+    if why is None and op.attr("direction") == "bidirectional" and (op.results[1].uses or op.results[2].uses):
+        why = "Y_h or Y_c of a bidirectional LSTM is read: kept whole, and LiteRT's integer LSTM returns only Y"
+    return why
+
+
 def _canonical(op: Operation) -> bool:
     """One direction, and no operands besides X, W, R and B: the form the pattern quantizes."""
     names = tuple(op.attr("optional_inputs") or ())
@@ -114,12 +121,7 @@ def _check_expand(m: Match) -> str | None:
     op = m.ops["op"]
     if _canonical(op):
         return "already one direction without initial states"
-    why = _why_float(op)
-    if why is not None:
-        return why
-    if (op.attr("direction") == "bidirectional") and (op.results[1].uses or op.results[2].uses):
-        return "Y_h or Y_c of a bidirectional LSTM is read: kept whole"
-    return None
+    return _kept_whole(op)
 
 
 def _expand(rw: Rewriter, m: Match) -> list[Value]:
@@ -174,11 +176,9 @@ _LSTM = Pat.op(nn.LSTM, Pat.any("x"), Pat.any("w"), Pat.any("r"), *(Pat.any().op
 
 def _check(m: Match) -> str | None:
     op = m.ops["op"]
-    why = _why_float(op)
+    why = _kept_whole(op)
     if why is not None:
         return why
-    if op.attr("direction") == "bidirectional" and (op.results[1].uses or op.results[2].uses):
-        return "Y_h or Y_c of a bidirectional LSTM is read: kept whole, and LiteRT's integer LSTM returns only Y"
     if not _canonical(op):
         return "a bidirectional LSTM, or one with initial states, that the expansion did not split"
     if op.results[1].uses or op.results[2].uses:
@@ -249,27 +249,15 @@ def sample_sums(r: Region, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat_x.T @ flat_x, flat_h.T @ flat_h
 
 
-_DECIDED: dict = {}   # id(op) -> (key, weights): the last few, since the solver runs again per candidate
-
-
 def sample_params(r: Region, sums: tuple | None, hessian: bool) -> dict[Value, WeightParams]:
-    """The per-gate int8 W and R (``_weights``) under the summed Gram matrices, by weight value. The
-    mixed-precision search solves once per candidate promotion; the weights do not depend on it."""
+    """The per-gate int8 W and R (``_weights``) under the summed Gram matrices, by weight value (the
+    solver keeps them for the quantization's later solves: ``Statistics.derived``)."""
     op = r.match.ops["op"]
     w, rw, _ = _float_weights(op)
-    digest = hashlib.sha1(w.tobytes() + rw.tobytes())
-    for g in sums or ():
-        digest.update(np.ascontiguousarray(g).tobytes())
-    key = (hessian, sums is None, digest.hexdigest())
-    if _DECIDED.get(id(op), (None,))[0] == key:
-        return _DECIDED[id(op)][1]
     out = {}
     for value, matrix, gram in zip(op.operands[1:3], (w, rw), sums or (None, None)):
         ints, scales = _weights(matrix, gram, hessian)
         out[value] = WeightParams(scales, None, None, ints)
-    while len(_DECIDED) >= 8:
-        _DECIDED.pop(next(iter(_DECIDED)))
-    _DECIDED[id(op)] = (key, out)
     return out
 
 
