@@ -371,15 +371,21 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
             config = replace(config, int16=names)
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
+            better_rounding = lambda: _better_rounding(  # noqa: E731
+                fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
+                budget.describe())
+            if not promotion.met and auto:   # the weights' rounding before keeping any op float
+                config, params, int_fn, rounding, (promotion.after, promotion.met) = better_rounding()
+                promotion.evaluations += 1
             if not promotion.met:
-                fallback = _float_fallback(fn, annotation, statistics, config, measure, promotion)
+                floating = replace(config, weight_rounding="nearest" if auto else config.weight_rounding)
+                fallback = _float_fallback(fn, annotation, statistics, floating, measure, promotion)
                 if fallback is not None:
                     annotation, config, params, int_fn, promotion = _search_again(
                         fn, statistics, budget, measure, promotion, *fallback)
-            if auto:
-                config, params, int_fn, rounding, (promotion.after, promotion.met) = _better_rounding(
-                    fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
-                    budget.describe())
+                    rounding = None
+            if auto and rounding is None:
+                config, params, int_fn, rounding, (promotion.after, promotion.met) = better_rounding()
                 promotion.evaluations += 1
     elif config.activations == "int16" and auto and samples_of(statistics):
         # no search to reuse: measured with the budget's metric, the default cosine for none or a callback
@@ -482,7 +488,8 @@ def _float_fallback(fn, annotation, statistics, config, measure, promotion):
     """A budget the int16 promotions missed: the regions that cannot be int16 (their op has no 16x8
     kernel: an LSTM) kept float, the promotions as they are. Kept when that meets the budget, with the
     reason in the summary and ``Promotion.kept_float``; else None (the promoted model stays). Their
-    inputs and outputs were observed as the neighbours' values, so the statistics serve as they are."""
+    inputs and outputs were observed as the neighbours' values, so the statistics serve as they are,
+    unless keeping them float splits a fused group elsewhere (then None too)."""
     narrow = [r for r in annotation.regions if r.pattern.op.output_quantized and region_bits(r, "int16") == 8]
     labels = sorted({r.label for r in narrow})
     if not narrow or any(not label for label in labels):
@@ -490,6 +497,11 @@ def _float_fallback(fn, annotation, statistics, config, measure, promotion):
     cfg = replace(config, exclude=tuple(config.exclude) + tuple(labels))
     floated = annotate(fn, cfg)
     if any(r.label in labels for r in floated.regions) or not floated.regions:
+        return None
+    # a region the floated ops split (a fused group's interior now at an edge) was never observed:
+    # that fallback needs calibrating again, which the budget search does not do
+    edges = lambda a: {v for r in a.regions for v in (*r.inputs, r.output)}  # noqa: E731
+    if any(v not in statistics.observers for v in edges(floated) - edges(annotation)):
         return None
     try:
         p = solve(floated, statistics, cfg, fn)

@@ -213,3 +213,8 @@ def test_a_budget_the_promotions_miss_keeps_the_lstms_float(tmp_path):
     assert len(whys) == 2 and all("kept float to meet the budget" in why for why in whys)
     assert "kept float (no 16-bit kernel" in strict.summary()
     assert "qnn.unidirectional_lstm" not in [op.name for op in strict.module.main.ops]
+    # the Concat joining the two float LSTMs (the model's output) stays float with them: one dequantize
+    # into the island, none out of it, and no quantize per LSTM (it had been 3 / 2)
+    joins = [why for op, why in strict.annotation.float_ops if op.name == "nn.concat"]
+    assert len(joins) == 1 and "kept float with its inputs" in joins[0]
+    assert strict.cast_counts() == (1, 1)

@@ -179,3 +179,29 @@ def test_auto_weight_rounding_with_every_activation_int16_measures_both(calibrat
     assert "int16 model's weights (weight_rounding='auto', every output's mean cosine >= 0.995)" in r.summary()
     feeds = _calibration(2, seed=5)[0]
     assert np.array_equal(run(n.module, feeds)["y"], run(r.module, feeds)["y"]) == (chosen == "nearest")
+
+
+def test_a_fallback_that_would_split_a_fused_group_is_not_tried(tmp_path):
+    """A budget out of reach with a hard sigmoid's clamped ADD (int8 only: its Clip(0, 1) rides on
+    int8 saturation): keeping that ADD float would leave its Clip alone on a value calibration never
+    observed (it was the fused group's interior). The search says it missed, and keeps every op
+    integer, instead of failing (a KeyError on PP-OCRv5's recognizer)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    c = 8
+    inits = [numpy_helper.from_array(rng.normal(size=(c, c, 3, 3)).astype(np.float32) * 0.3, "w0"),
+             numpy_helper.from_array(rng.normal(size=(c, c, 1, 1)).astype(np.float32) * 0.5, "w1"),
+             numpy_helper.from_array(rng.normal(size=(c,)).astype(np.float32) * 0.1, "b1")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"]), helper.make_node("Conv", ["g", "w1", "b1"], ["s"]),
+             helper.make_node("HardSigmoid", ["s"], ["h"], alpha=0.2, beta=0.5, name="gate"),
+             helper.make_node("Mul", ["c", "h"], ["y"])]
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "se.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    samples = [{"x": rng.normal(size=(4, c, 6, 6)).astype(np.float32)} for _ in range(20)]
+    r = qr.quantize(str(path), samples, qr.Config(progress=False, budget=0.9999999))
+    assert not r.promotion.met and not r.promotion.kept_float
+    assert not r.annotation.float_ops and r.cast_counts() == (1, 1)

@@ -46,6 +46,30 @@ def is_integer_computation(op: Operation) -> bool:
         (op.opdef in SHAPE_READERS or all(integer(v) for v in op.operands))
 
 
+JOINS = ("concat",)   # same-scale patterns with many data inputs
+
+
+def _join_float_islands(regions: list[Region], claimed: dict, refused: dict) -> None:
+    """A Concat of float ops' results (two LSTMs kept float, excluded branches) stays float with
+    them: quantized, it would take a quantize per input where after it one does, and it moves data
+    exactly either way. Program order, so a Concat of such Concats follows."""
+    for region in list(regions):
+        if region.pattern.name not in JOINS:
+            continue
+        producers = {v: getattr(v, "op", None) for v in region.inputs}
+        floated = {v for v, o in producers.items()
+                   if o is not None and o.opdef is not arith.CONSTANT and o not in claimed}
+        if len(floated) < 2 or any(v not in floated and (o is None or o.opdef is not arith.CONSTANT)
+                                   for v, o in producers.items()) or \
+                any(is_integer_computation(producers[v]) for v in floated):
+            continue
+        regions.remove(region)
+        for op in region.ops:
+            del claimed[op]
+            refused[op] = ("kept float with its inputs, which are float: quantized it would take a quantize "
+                           f"per input ({len(floated)}), after it at most one does")
+
+
 # Float ops quantir keeps float on purpose, and why (the report shows it instead of "no pattern").
 KEPT_FLOAT: dict = {}
 
@@ -85,6 +109,7 @@ def annotate(fn: Function, config: Config, patterns: Sequence[QuantizerPattern] 
                 claimed[o] = region
             break
     regions.reverse()
+    _join_float_islands(regions, claimed, refused)
     float_ops = []
     for op in fn.body.ops:
         if op in claimed or op.opdef in (arith.CONSTANT, func.RETURN):
