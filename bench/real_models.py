@@ -18,17 +18,22 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
   calibration method (quantir entropy, ORT MinMax; ``--method`` / ``--ort-method``: ORT's Entropy
   takes many minutes on a detector's ~700 tensors); both in this process, one run each
   (indicative on a shared machine: bench/quantize_vs_ort.py times fresh processes);
+* NNCF's ``nncf.quantize`` (ONNX backend, its defaults: symmetric activations, fast bias
+  correction; ``subset_size`` = every calibration sample, one sample per dataset item) on the same
+  samples: its accuracy in ONNX Runtime, its quantize seconds (``--no-nncf`` leaves it out;
+  ``make bench`` installs NNCF);
 * ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
-  best of its QDQ exports with int8 and uint8 activation storage) and ORT's quantize_static model
-  (the best of its QInt8 and QUInt8 activation forms; all four are in the JSON), median of
+  best of its QDQ exports with int8 and uint8 activation storage), ORT's quantize_static model
+  (the best of its QInt8 and QUInt8 activation forms) and NNCF's (all are in the JSON), median of
   interleaved rounds.
 
 Writes bench/results/real_models.json and prints a table (cos / iou: detector map cosine and
 binarized-map IoU; str=: equal CTC strings; argmax=: equal classes; box@.9 / box@.5: boxes matched
-at IoU >= 0.9, the criterion, and >= 0.5).
+at IoU >= 0.9, the criterion, and >= 0.5), NNCF's figures on a line of their own under each model.
 
 Usage: python bench/real_models.py [--models NAME ...] [--calib 16] [--eval 16] [--method entropy]
-       [--ort-method minmax] [--activations int8|int16] [--budget FLOOR|off] [--rounds 10] [--round-budget 8]
+       [--ort-method minmax] [--activations int8|int16] [--budget FLOOR|off] [--no-nncf] [--rounds 10]
+       [--round-budget 8]
        (~25 min on 2 shared cores with the defaults)
 """
 from __future__ import annotations
@@ -52,6 +57,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 from _real_data import MODELS, DataUnavailable  # noqa: E402
 from _real_metrics import CRITERIA, accuracy, meets  # noqa: E402
+from _mr_run import nncf_quantize  # noqa: E402
 from _results import machine, round_robin, write_json, session  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "real_models.json"
@@ -102,6 +108,7 @@ def float_ops(path: Path) -> dict[str, int]:
 
 def measure(model, args, work: Path) -> dict:
     import quantir as qr
+    from quantir.backends.onnx import save_quantized
     from quantir.runtime import run as interpret
     row: dict = {"kind": model.kind, "package": model.package, "input_shape": list(model.sizes[0]),
                  "criteria": CRITERIA[model.kind]}
@@ -140,6 +147,20 @@ def measure(model, args, work: Path) -> dict:
     except Exception as e:  # noqa: BLE001
         row["ort_uint8_error"] = f"{type(e).__name__}: {str(e)[:300]}"
 
+    if args.nncf:
+        nncf_path = work / f"{model.name}.nncf.onnx"
+        try:
+            t = time.perf_counter()
+            blob, notes = nncf_quantize(model.path, feed, np.concatenate(calib))
+            row["nncf_quantize_seconds"] = time.perf_counter() - t
+            nncf_path.write_bytes(blob)
+            nncf_session = session(nncf_path)
+            row["nncf_accuracy"] = score([nncf_session.run(None, {feed: b}) for b in evaluate])
+            row["nncf_notes"] = notes[:5]
+            paths["nncf_qdq"] = nncf_path
+        except Exception as e:  # noqa: BLE001  a row, not a crash
+            row["nncf_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+
     qdq = work / f"{model.name}.qdq.onnx"
     try:
         t = time.perf_counter()
@@ -176,7 +197,8 @@ def measure(model, args, work: Path) -> dict:
     for key, fmt, act in (("quantir_qdq_uint8", "qdq", "uint8"), ("quantir_qoperator", "qoperator", "int8")):
         path = work / f"{model.name}.{key}.onnx"
         try:
-            result.save(path, format=fmt, activations=act)
+            requantized: list = []
+            save_quantized(result.module, path, format=fmt, activations=act, requantized=requantized)
             session(path).run(None, {feed: evaluate[0]})
             if fmt == "qdq":
                 paths[key] = path
@@ -184,6 +206,8 @@ def measure(model, args, work: Path) -> dict:
                 import onnx
                 row["qoperator_quantize_linear"] = sum(n.op_type == "QuantizeLinear"
                                                        for n in onnx.load(str(path)).graph.node)
+                # what it computes in float, and why (the warning of a save): {why: count}
+                row["qoperator_requantized"] = dict(collections.Counter(why for _, _, why in requantized))
         except Exception as e:  # noqa: BLE001
             row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     return finish(row, paths, evaluate, feed, args)
@@ -206,6 +230,8 @@ def finish(row: dict, paths: dict, evaluate: list, feed: str, args) -> dict:
         best = min(theirs, key=theirs.get)
         row["ort_int8_best"] = best
         row["ort_int8_latency_ratio"] = theirs[best] / ms["fp32"]
+    if "nncf_qdq" in ms:
+        row["nncf_int8_latency_ratio"] = ms["nncf_qdq"] / ms["fp32"]
     return row
 
 
@@ -234,6 +260,13 @@ def table(rows: dict) -> str:
                      f"{r.get('quantize_seconds', nan):6.1f} {r.get('ort_quantize_seconds', nan):6.1f} "
                      f"{lat.get('fp32', nan):8.1f} {ratio('quantir_int8_latency_ratio')} "
                      f"{ratio('ort_int8_latency_ratio')}")
+        if "nncf_error" in r:
+            lines.append(f"{'':20}NNCF: error {r['nncf_error'][:120]}")
+        elif "nncf_accuracy" in r:
+            lines.append(f"{'':20}NNCF: {_figure(r['nncf_accuracy'])}, quantize {r['nncf_quantize_seconds']:.1f} s, "
+                         f"int8/fp32 latency {r.get('nncf_int8_latency_ratio', nan):.2f}")
+        for why, n in r.get("qoperator_requantized", {}).items():
+            lines.append(f"{'':20}QOperator, {n} op(s) in float: {why[:100]}")
         for f in r["left_float"][:4]:
             lines.append(f"{'':20}float: {f['op']} ({f['kind']}): {f['reason'][:110]}")
         if len(r["left_float"]) > 4:
@@ -254,6 +287,7 @@ def main() -> int:
                     help="quantir's activations: int8 with mixed precision (default), or every one int16")
     ap.add_argument("--budget", default=None,
                     help="quantir's mixed-precision budget (default: its default; 'off' for all-int8)")
+    ap.add_argument("--no-nncf", dest="nncf", action="store_false", help="leave NNCF's nncf.quantize out")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--round-budget", type=float, default=8.0, help="seconds of latency rounds per model")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -265,7 +299,7 @@ def main() -> int:
     rows: dict[str, dict] = {}
     out = {"calibration_samples": args.calib, "evaluation_samples": args.eval, "method": args.method,
            "activations": args.activations, "budget": args.budget,
-           "ort_method": args.ort_method,
+           "ort_method": args.ort_method, "nncf": "nncf.quantize defaults, ONNX backend" if args.nncf else None,
            "latency": "ONNX Runtime CPU, 1 thread, first evaluation batch, median of interleaved rounds (ms); "
                       "ratios against fp32",
            "quantize_time": "in-process, one run each: quantir.quantize + QDQ save vs quantize_static",

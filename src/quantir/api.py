@@ -271,13 +271,27 @@ class Result:
             atomic_write(p, print_module(self.module).encode())
         elif p.suffix == ".onnx":
             from .backends.onnx import save_quantized  # type: ignore[attr-defined]
-            save_quantized(self.module, p, format=format or "qdq", activations=activations)
+            requantized: list = []
+            save_quantized(self.module, p, format=format or "qdq", activations=activations, requantized=requantized)
+            if requantized:
+                _warnings.warn(requantized_message(requantized), QuantizationWarning, stacklevel=2)
         elif p.suffix == ".tflite":
             from .backends.tflite.export import save_tflite
             save_tflite(self.module, p, io=io)
         else:  # .json
             atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
         return p
+
+
+def requantized_message(requantized: list[tuple[str, str, str]]) -> str:
+    """What a QOperator save computes in float (``(label, qnn op, why)`` each), grouped by why."""
+    by_why: dict[str, list[str]] = {}
+    for label, _, why in requantized:
+        by_why.setdefault(why, []).append(label)
+    parts = [f"{why}: {len(labels)} ({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''})"
+             for why, labels in by_why.items()]
+    return (f"QOperator export: {len(requantized)} op(s) computed in float between DequantizeLinear and "
+            f"QuantizeLinear (their QDQ form). " + "; ".join(parts))
 
 
 def _promotion_lines(m: dict) -> list[str]:

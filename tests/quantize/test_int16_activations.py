@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
-from quantir.errors import CalibrationError
+from quantir.errors import CalibrationError, QuantizationWarning
 from quantir.ir.dialects import arith, quant
 from quantir.quantize import check
 from quantir.runtime import run
@@ -184,6 +184,21 @@ def test_the_qdq_export_is_int16_and_runs_in_onnx_runtime(block, tmp_path):
     assert zero_points and all(z.data_type == onnx.TensorProto.INT16 for z in zero_points)
     got = ort.InferenceSession(str(path)).run(None, HELD_OUT)[0]
     assert _sqnr(want, got) > _sqnr(want, _output(results["int8"].module, HELD_OUT)) + 20.0
+
+
+def test_the_qoperator_export_says_which_ops_it_computes_in_float_and_why(block, tmp_path):
+    """ONNX Runtime's QLinear ops are 8-bit: int16 ops keep their QDQ form in a QOperator export,
+    and saving one says so (each op's label, grouped by reason); an all-int8 model's save is silent."""
+    import warnings
+    _, results = block
+    with pytest.warns(QuantizationWarning, match=r"QOperator export: \d+ op\(s\) computed in float .* int16 "
+                                                    r"tensors .*QLinear ops are 8-bit"):
+        results["int16"].save(tmp_path / "block16.qop.onnx", format="qoperator")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuantizationWarning)
+        results["int8"].save(tmp_path / "block8.qop.onnx", format="qoperator")
+    got = ort.InferenceSession(str(tmp_path / "block16.qop.onnx")).run(None, HELD_OUT)[0]
+    assert got.shape == _output(results["int16"].module, HELD_OUT).shape
 
 
 @pytest.mark.slow

@@ -122,8 +122,15 @@ def run(args: argparse.Namespace) -> int:
                           config)
     for w in result.warnings:   # even with -q: the model may be unusable
         print(f"quantir quantize: warning: {w}", file=sys.stderr)
-    result.save(args.output, format=args.format, io=args.io,
-                activations="uint8" if args.activations == "uint8" else "int8")
+    with warnings.catch_warnings(record=True) as saved:   # what the export could not express, one line each
+        warnings.simplefilter("always", QuantizationWarning)
+        result.save(args.output, format=args.format, io=args.io,
+                    activations="uint8" if args.activations == "uint8" else "int8")
+    for w in saved:
+        if issubclass(w.category, QuantizationWarning):
+            print(f"quantir quantize: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.summary:
         result.save(args.summary)
     if not args.quiet:

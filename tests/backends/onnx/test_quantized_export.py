@@ -392,8 +392,13 @@ def test_qoperator_fallbacks(quantized):
     tanh, sub) are lookup tables (GatherElements, backends/onnx/tables.py), a mean over channels is
     QLinearGlobalAveragePool; bilinear Resize keeps the QDQ form inside the QOperator model."""
     _, result, _ = quantized("activations")
-    model = to_onnx_quantized(result.module, format="qoperator")
+    requantized: list = []
+    model = to_onnx_quantized(result.module, format="qoperator", requantized=requantized)
     ops = Counter(n.op_type for n in model.graph.node)
+    # the export says which op it computes in float, and why: every QuantizeLinear but the input's
+    assert [(op, why) for _, op, why in requantized] == [
+        ("qnn.resize_bilinear", "ONNX Runtime's int8 Resize(linear) does not round as LiteRT does (up to 2 steps off)")]
+    assert len(requantized) == ops["QuantizeLinear"] - 1
     for op in ("HardSwish", "Tanh", "Sub", "ReduceMean", "QLinearLeakyRelu"):
         assert ops[op] == 0, op
     assert ops["GatherElements"] == 4 and ops["Resize"] == 1 and ops["QuantizeLinear"] == 2, ops

@@ -53,7 +53,7 @@ def qtype(t: Type) -> QuantizedType | None:
     return et if isinstance(et, (UniformQuantizedType, UniformQuantizedPerAxisType)) else None
 
 
-def _sixteen_bit(v: Value | None) -> bool:
+def sixteen_bit(v: Value | None) -> bool:
     q = qtype(v.type) if v is not None else None
     return q is not None and q.storage_width == 16
 
@@ -159,6 +159,9 @@ class Builder:
         self._done: set[Operation] = set()
         # the function's own dcast of a value is its one DequantizeLinear, emitted where first needed
         self._dcasts: dict[Value, Operation] = {}
+        # the qnn ops whose conversion computes in float and quantizes again (their QDQ form): what
+        # an export to 8-bit QLinear kernels could not express
+        self.requantized: list[Operation] = []
         for op in src.ops:
             if op.opdef is quant.DCAST:
                 self._dcasts.setdefault(op.operands[0], op)
@@ -169,10 +172,13 @@ class Builder:
             if op in self._done:
                 continue
             convert = self.table.get(op.opdef)
-            if self.wide is not None and any(_sixteen_bit(v) for v in [*op.operands, *op.results]):
+            if self.wide is not None and any(sixteen_bit(v) for v in [*op.operands, *op.results]):
                 convert = self.wide.get(op.opdef, convert)
             if convert is not None:
+                before = len(self.fn.body.ops)
                 convert(self, op)
+                if op.opdef.dialect == "qnn" and any(o.opdef is quant.QCAST for o in self.fn.body.ops[before:]):
+                    self.requantized.append(op)
             elif op.opdef.dialect == "qnn":
                 known = ", ".join(sorted(d.name for d in self.table if d.dialect == "qnn"))
                 raise UnsupportedOpError(f"{op.describe()} has no {self.format.upper()} ONNX export "

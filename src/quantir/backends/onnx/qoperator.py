@@ -63,7 +63,7 @@ from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
 from . import qdq, recurrent, space_batch, tables
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
-                      scale_array, zero_point_array)
+                      scale_array, sixteen_bit, zero_point_array)
 
 
 def _result_name(op: Operation) -> str | None:
@@ -432,4 +432,27 @@ CONVERT = {
     **recurrent.QOPERATOR,     # unidirectional_lstm: DynamicQuantizeLSTM (recurrent.py)
 }
 
-__all__ = ["CONVERT"]
+# Why an op takes its QDQ form in this export (``why_requantized``): what the summary of a save says.
+_WHY = {
+    qnn.RESIZE_BILINEAR: "ONNX Runtime's int8 Resize(linear) does not round as LiteRT does (up to 2 steps off)",
+    qnn.REDUCE_SUM: "ONNX Runtime has no int8 ReduceSum",
+    qnn.L2_NORMALIZATION: "ONNX Runtime has no int8 L2 normalization",
+    qnn.LOG_SOFTMAX: "ONNX Runtime has no int8 LogSoftmax",
+    qnn.UNIDIRECTIONAL_LSTM: "ONNX Runtime has no LSTM on int8 activations (DynamicQuantizeLSTM reads float)",
+    qnn.MEAN: "a mean whose kept and reduced element counts are both dynamic",
+    qnn.TRANSPOSE_CONV: "a transpose_conv with computed weights",
+    qnn.MAX_POOL: "a max pool whose input and output parameters differ",
+    qnn.PAD: "a pad whose input and output parameters differ",
+}
+SIXTEEN_BIT = ("int16 tensors (mixed precision or activations='int16'): ONNX Runtime's QLinear ops are 8-bit; "
+               "Config(budget=None) (--budget off) gives an all-int8 model")
+
+
+def why_requantized(op: Operation) -> str:
+    """Why ``op`` is computed in float (DequantizeLinear → op → QuantizeLinear) in the QOperator export."""
+    if any(sixteen_bit(v) for v in [*op.operands, *op.results]):
+        return SIXTEEN_BIT
+    return _WHY.get(op.opdef, f"no QOperator form for this {op.name}")
+
+
+__all__ = ["CONVERT", "why_requantized"]

@@ -59,7 +59,7 @@ from ...types import QuantizedType
 from ...ir.opdef import OpDef
 from . import qdq, qoperator
 from .api import DEFAULT_OPSET, to_onnx
-from .builder import Builder, Converter
+from .builder import Builder, Converter, base_name
 from .exporter import write_model
 from .uint8 import uint8_activations
 
@@ -86,9 +86,11 @@ def _check_activations(activations: str) -> str:
 
 
 def convert(module: Module | Function, *, format: str = "qdq", opset: int | None = None,
-            activations: str = "int8") -> Module:
+            activations: str = "int8", requantized: list | None = None) -> Module:
     """The ONNX-shaped twin of ``module``'s main function (what ``to_onnx_quantized`` exports);
-    useful to inspect as text. Raises ``UnsupportedOpError`` naming a qnn op without an export."""
+    useful to inspect as text. Raises ``UnsupportedOpError`` naming a qnn op without an export.
+    ``requantized``, for "qoperator": a list that gets ``(label, qnn op, why)`` of each op the
+    export computes in float between DequantizeLinear and QuantizeLinear (its QDQ form)."""
     f = _check_format(format)
     fn = module.main if isinstance(module, Module) else module
     wide = _int16_value(fn)
@@ -99,8 +101,12 @@ def convert(module: Module | Function, *, format: str = "qdq", opset: int | None
     if _check_activations(activations) == "uint8":
         fn = uint8_activations(fn)
     # QOperator: an op on int16 values keeps the QDQ form (ONNX Runtime's QLinear* ops are 8-bit)
-    out = Builder(fn, TABLES[f], f, DEFAULT_OPSET if opset is None else int(opset),
-                  wide=TABLES["qdq"] if f == "qoperator" else None).run()
+    builder = Builder(fn, TABLES[f], f, DEFAULT_OPSET if opset is None else int(opset),
+                      wide=TABLES["qdq"] if f == "qoperator" else None)
+    out = builder.run()
+    if requantized is not None and f == "qoperator":
+        requantized.extend((op.label or base_name(op.results[0]), op.name, qoperator.why_requantized(op))
+                           for op in builder.requantized)
     return Module([out], name=module.name if isinstance(module, Module) else None)
 
 
@@ -115,7 +121,7 @@ def _int16_value(fn: Function) -> str | None:
 
 
 def to_onnx_quantized(module: Module | Function, *, format: str = "qdq", opset: int | None = None,
-                      activations: str = "int8") -> onnx.ModelProto:
+                      activations: str = "int8", requantized: list | None = None) -> onnx.ModelProto:
     """The integer module as an ONNX model that ONNX Runtime runs with its int8 kernels.
 
     ``format``: ``"qdq"`` (float ops between QuantizeLinear/DequantizeLinear, int8 per-channel
@@ -123,22 +129,23 @@ def to_onnx_quantized(module: Module | Function, *, format: str = "qdq", opset: 
     the ``com.microsoft`` QLinear* ops). ``opset`` defaults to 21. ``activations``: ``"int8"``
     (the integer module's own storage) or ``"uint8"`` (the same values re-encoded with zero
     points + 128, which ONNX Runtime on x86 fuses completely; see the module notes). Raises
-    ``UnsupportedOpError`` for an op with no export in that format.
+    ``UnsupportedOpError`` for an op with no export in that format. ``requantized``: see ``convert``.
     """
     f = _check_format(format)
     a = _check_activations(activations)
     opset = DEFAULT_OPSET if opset is None else int(opset)
-    model = to_onnx(convert(module, format=f, opset=opset, activations=a), opset=opset)
+    model = to_onnx(convert(module, format=f, opset=opset, activations=a, requantized=requantized), opset=opset)
     model.doc_string = f"quantir int8 export, {f.upper()} format" + (", uint8 activations" if a == "uint8" else "")
     return model
 
 
 def save_quantized(module: Module | Function, path: "str | os.PathLike", *, format: str = "qdq",
-                   opset: int | None = None, activations: str = "int8") -> Path:
+                   opset: int | None = None, activations: str = "int8", requantized: list | None = None) -> Path:
     """Export (see ``to_onnx_quantized``) and write ``path`` atomically: the model is built and
     serialized before the file is touched, then written to a temporary file and renamed, so
     ``path`` is the old file or the complete new one, never a partial one."""
     path = Path(path)
     check_output(path)  # a missing directory or a read-only one fails before the export, not after
-    write_model(to_onnx_quantized(module, format=format, opset=opset, activations=activations), path)
+    write_model(to_onnx_quantized(module, format=format, opset=opset, activations=activations,
+                                  requantized=requantized), path)
     return path
