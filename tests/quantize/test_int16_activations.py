@@ -201,6 +201,18 @@ def test_the_qoperator_export_says_which_ops_it_computes_in_float_and_why(block,
     assert got.shape == _output(results["int16"].module, HELD_OUT).shape
 
 
+def test_the_cli_prints_what_a_qoperator_export_computes_in_float(tmp_path, capsys):
+    import onnx
+
+    from quantir.cli.main import main
+    onnx.save(_block(), tmp_path / "block.onnx")
+    np.savez(tmp_path / "calib.npz", x=np.concatenate([c["x"] for c in CALIBRATION]))
+    assert main(["quantize", str(tmp_path / "block.onnx"), "--data", str(tmp_path / "calib.npz"), "-q",
+                 "--activations", "int16", "--format", "qoperator", "-o", str(tmp_path / "q.onnx")]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "QOperator export" in line]
+    assert len(err) == 1 and err[0].startswith("quantir quantize: warning: QOperator export:") and "8-bit" in err[0]
+
+
 @pytest.mark.slow
 def test_minilm_int16_minmax_reaches_cosine_0_99(minilm_path, minilm_tokenizer_files):
     """all-MiniLM-L6-v2, fully integer but for the mask Cast, the mean-pooling Clip and Div: with

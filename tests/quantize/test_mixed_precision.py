@@ -98,6 +98,22 @@ def test_a_callback_budget_decides(calibration):
     assert r.promotion.met and r.promotion.promoted and calls
 
 
+def test_a_top1_budget_holds_the_argmax_along_the_last_axis(calibration, int8):
+    """``top1:FLOOR``: the share of positions whose largest element along the last axis is the float
+    model's (a class, a CTC symbol), measured like any budget; met at 0.9 all int8, promoted to 1.0."""
+    loose = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="top1:0.9"))
+    assert loose.promotion.met and not loose.promotion.promoted and 0.9 <= loose.promotion.before < 1.0
+    strict = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="top1:0.99"))
+    p = strict.promotion
+    assert p.met and p.promoted and p.after >= 0.99 and p.before == loose.promotion.before
+    assert "top-1 agreement along its last axis >= 0.99" in strict.summary()
+    samples = _calibration(16, seed=9)
+    agree = [np.mean(np.argmax(run(strict.module, f)["y"], -1) == np.argmax(_float(_model(), f), -1))
+             for f in samples]
+    assert np.mean(agree) >= np.mean([np.mean(np.argmax(run(int8.module, f)["y"], -1) ==
+                                              np.argmax(_float(_model(), f), -1)) for f in samples])
+
+
 def test_names_given_by_hand_are_int16_with_their_class(calibration):
     r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget=None, int16=("scores",)))
     bits = {v.name_hint: getattr(ap, "bits", 8) for v, ap in r.params.items()}

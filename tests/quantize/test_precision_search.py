@@ -13,7 +13,8 @@ from quantir.quantize import precision as pr
 
 @pytest.mark.parametrize("spec, kind, floor", [
     (0.99, "cosine", 0.99), ("0.997", "cosine", 0.997), ("cos:0.9", "cosine", 0.9), (1, "cosine", 1.0),
-    ("25dB", "sqnr", 25.0), ("sqnr:30", "sqnr", 30.0), ("12.5 db", "sqnr", 12.5)])
+    ("25dB", "sqnr", 25.0), ("sqnr:30", "sqnr", 30.0), ("12.5 db", "sqnr", 12.5),
+    ("top1:0.995", "top1", 0.995), ("argmax: 1", "top1", 1.0), ("TOP1:9e-1", "top1", 0.9)])
 def test_budgets_parse(spec, kind, floor):
     b = pr.parse_budget(spec)
     assert (b.kind, b.floor) == (kind, floor)
@@ -25,6 +26,8 @@ def test_no_budget(spec):
 
 
 @pytest.mark.parametrize("spec, match", [(1.5, r"in \(0, 1\].*'1.5dB'"), ("fast", "not understood"),
+                                         ("top1:99.5", r"top-1 budget is a share of positions in \(0, 1\]"),
+                                         ("top1:0", r"in \(0, 1\]"), ("top1:.", r"in \(0, 1\]"),
                                          (-0.5, r"in \(0, 1\]"), ([0.9], "number, a string or a callable")])
 def test_bad_budgets_say_what_is_expected(spec, match):
     with pytest.raises(CalibrationError, match=match):
@@ -52,6 +55,22 @@ def test_output_cosine_is_the_worst_outputs_mean_over_rows():
     off = [{"a": np.array([[1.0, 0.0]]), "b": np.array([[1.0, 0.0]])},
            {"a": np.array([[1.0, 0.0]]), "b": np.array([[1.0, 1.0]])}]
     assert pr.output_cosine(two, off) == pytest.approx((np.sqrt(0.5) + 1) / 2)
+
+
+def test_output_top1_is_the_worst_outputs_share_of_positions_whose_argmax_agrees():
+    # [T=2, B=1, C=3] scores: the second position's argmax flips in "a"; "b" agrees everywhere
+    a = np.array([[[0.1, 0.9, 0.0]], [[0.5, 0.4, 0.1]]])
+    flipped = np.array([[[0.2, 0.8, 0.0]], [[0.4, 0.5, 0.1]]])
+    b = np.arange(12.0).reshape(4, 3)
+    assert pr.output_top1([{"a": a, "b": b}], [{"a": flipped, "b": b + 0.1}]) == pytest.approx(0.5)
+    # over batches: positions of every batch together
+    assert pr.output_top1([{"a": a}, {"a": a}], [{"a": flipped}, {"a": a}]) == pytest.approx(0.75)
+    # an integer output is not compared; a scalar output is one position
+    assert pr.output_top1([{"i": np.arange(3), "s": np.float32(1.0)}], [{"i": np.zeros(3, int),
+                                                                         "s": np.float32(2.0)}]) == 1.0
+    budget = pr.parse_budget("top1:0.75")
+    assert pr.score(budget, [{"a": a}] * 2, [{"a": flipped}, {"a": a}]) == (0.75, True)
+    assert "top-1 agreement along its last axis >= 0.75" in budget.describe()
 
 
 def test_output_sqnr_is_the_worst_outputs():

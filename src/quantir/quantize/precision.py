@@ -48,7 +48,7 @@ WORTH = 0.25
 
 @dataclass(frozen=True)
 class Budget:
-    kind: str                                  # "cosine" | "sqnr" | "callback"
+    kind: str                                  # "cosine" | "sqnr" | "top1" | "callback"
     floor: float = 0.0
     callback: Callable | None = None
 
@@ -57,12 +57,16 @@ class Budget:
             return f"every output's mean cosine >= {self.floor:g}"
         if self.kind == "sqnr":
             return f"every output's SQNR >= {self.floor:g} dB"
+        if self.kind == "top1":
+            return f"every output's top-1 agreement along its last axis >= {self.floor:g}"
         return "the user's budget callback"
 
 
 def parse_budget(spec) -> Budget | None:
     """``None``/``"off"``/``0``: no budget. A number in (0, 1] or its string: a cosine floor;
-    ``"25dB"``/``"sqnr:25"``: an SQNR floor in dB; ``"cos:0.997"`` likewise; a callable: a callback."""
+    ``"25dB"``/``"sqnr:25"``: an SQNR floor in dB; ``"cos:0.997"`` likewise; ``"top1:0.995"``: the
+    share of positions whose largest element along the last axis (a class, a CTC symbol) is the
+    float model's, in (0, 1]; a callable: a callback."""
     if spec is None or spec is False:
         return None
     if callable(spec):
@@ -74,12 +78,22 @@ def parse_budget(spec) -> Budget | None:
         m = re.fullmatch(r"(?:sqnr:)?\s*([0-9.]+)\s*db|sqnr:\s*([0-9.]+)", text)
         if m:
             return Budget("sqnr", float(m.group(1) or m.group(2)))
+        m = re.fullmatch(r"(?:top1|argmax):\s*([0-9.eE+-]+)", text)
+        if m:
+            try:
+                floor = float(m.group(1))
+            except ValueError:
+                floor = -1.0
+            if not 0.0 < floor <= 1.0:
+                raise CalibrationError(f"a top-1 budget is a share of positions in (0, 1], got {spec!r}")
+            return Budget("top1", floor)
         text = text.removeprefix("cos:").removeprefix("cosine:").strip()
         try:
             spec = float(text)
         except ValueError:
             raise CalibrationError(f"budget {spec!r} is not understood: give an output cosine floor in (0, 1] "
-                                   f"(0.99), an SQNR floor in dB ('25dB'), 'off', or a callback") from None
+                                   f"(0.99), an SQNR floor in dB ('25dB'), a top-1 agreement ('top1:0.995'), "
+                                   f"'off', or a callback") from None
     if isinstance(spec, bool) or not isinstance(spec, (int, float)):
         raise CalibrationError(f"budget must be a number, a string or a callable, got {type(spec).__name__}")
     if spec == 0:
@@ -131,12 +145,29 @@ def output_sqnr(reference: Sequence[dict], got: Sequence[dict]) -> float:
     return min((_db(s, n) for s, n in powers.values()), default=float("inf"))
 
 
+def output_top1(reference: Sequence[dict], got: Sequence[dict]) -> float:
+    """The worst float output's top-1 agreement: over every position (all axes but the last), the
+    share whose argmax along the last axis is the reference's. For outputs that are scores over
+    classes or symbols, where a logits' cosine barely moves when a decision flips (ddddocr's
+    recognizer: 0.998 all int8 with 30% of its strings changed)."""
+    agree: dict[str, list[int]] = {}
+    for r, g in zip(reference, got):
+        for k in _float_outputs(r):
+            a, b = np.asarray(r[k]), np.asarray(g[k])
+            a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+            b = b.reshape(a.shape)
+            n = agree.setdefault(k, [0, 0])
+            n[0] += int(np.sum(np.argmax(a, axis=1) == np.argmax(b, axis=1)))
+            n[1] += a.shape[0]
+    return min((same / total for same, total in agree.values() if total), default=1.0)
+
+
 def score(budget: Budget, reference: Sequence[dict], got: Sequence[dict]) -> tuple[float, bool]:
     """(the measured value, is the budget met)."""
     if budget.kind == "callback":
         met = bool(budget.callback(list(reference), list(got)))
         return float(met), met
-    value = output_cosine(reference, got) if budget.kind == "cosine" else output_sqnr(reference, got)
+    value = {"cosine": output_cosine, "sqnr": output_sqnr, "top1": output_top1}[budget.kind](reference, got)
     return value, value >= budget.floor
 
 
