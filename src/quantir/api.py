@@ -385,9 +385,9 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
             config = replace(config, int16=names)
             params = solve(annotation, statistics, config, fn)
             int_fn = lower(fn, annotation, params, config)
-            better_rounding = lambda: _better_rounding(  # noqa: E731
-                fn, annotation, statistics, config, params, int_fn, measure, (promotion.after, promotion.met),
-                budget.describe())
+            def better_rounding():   # of the module as it stands when called (after a fallback: that one)
+                return _better_rounding(fn, annotation, statistics, config, params, int_fn, measure,
+                                        (promotion.after, promotion.met), budget.describe())
             if not promotion.met and auto:   # the weights' rounding before keeping any op float
                 config, params, int_fn, rounding, (promotion.after, promotion.met) = better_rounding()
                 promotion.evaluations += 1
