@@ -225,6 +225,22 @@ class _Oracle:
                               f"quantir's own run succeeded. LiteRT says: {e.message}") from None
 
 
+def _chunk(sub, names: list[str], n: int, batch: int) -> int:
+    """How many entries of axis 0 each run takes: ``batch`` when every input's first dimension is
+    dynamic, else the static one (every input's the same); ``n`` must be a multiple of it."""
+    leads = [tuple((sub.tensors[i].shape_signature or sub.tensors[i].shape)[:1]) for i in sub.inputs]
+    if all(lead == (-1,) for lead in leads):
+        return max(1, batch)
+    sizes = {lead[0] for lead in leads if lead and lead[0] > 0}
+    if len(sizes) != 1 or any(not lead or lead[0] <= 0 for lead in leads):
+        return 1
+    size = sizes.pop()
+    if n % size:
+        raise FeedError(f"the model's inputs ({', '.join(names)}) take {size} entries on axis 0 (a static first "
+                        f"dimension); the inputs give {n}, not a multiple of {size}")
+    return size
+
+
 def _phase(phase: str) -> str:
     from .backends.tflite.litert import _PHASE_TEXT
     return _PHASE_TEXT.get(phase, phase)
@@ -234,8 +250,9 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
                   resolver: str = "reference", intermediates: bool = True, batch: int = 16,
                   isolated: bool = False) -> VerifyReport:
     """Compare LiteRT (``resolver``) and quantir's interpreter on ``inputs`` (.npz path or arrays
-    keyed by the model's input names; axis 0 indexes samples, run ``batch`` at a time, or one at
-    a time when the model's batch is static).
+    keyed by the model's input names; axis 0 indexes samples, run ``batch`` at a time, or as many
+    at a time as the model's static first dimension takes: one for a batch of 1, all T steps of a
+    time-major ``[T, B, I]`` input, whose recurrence a step at a time would never run).
 
     ``isolated``: also run each op on LiteRT's own input tensors and compare its output with
     LiteRT's (``VerifyReport.ops``). quantir's side runs with ``float_arithmetic="litert"``: its
@@ -262,8 +279,7 @@ def verify_tflite(model: str | os.PathLike | bytes, inputs: str | os.PathLike | 
     ir_names = input_names(imported.module.main)   # the importer renames empty or duplicate names
     feeds = _load_feeds(inputs, in_names)
     n = len(next(iter(feeds.values())))
-    dynamic = all(sub.tensors[i].shape_signature[:1] == (-1,) for i in sub.inputs)
-    step = max(1, batch) if dynamic else 1
+    step = _chunk(sub, in_names, n, batch)
     bound = {i: b for i, b in imported.bindings.items()} if intermediates else \
         {i: imported.bindings[i] for i in sub.outputs if i in imported.bindings}
     out_set = set(sub.outputs)

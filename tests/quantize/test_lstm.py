@@ -218,3 +218,33 @@ def test_a_budget_the_promotions_miss_keeps_the_lstms_float(tmp_path):
     joins = [why for op, why in strict.annotation.float_ops if op.name == "nn.concat"]
     assert len(joins) == 1 and "kept float with its inputs" in joins[0]
     assert strict.cast_counts() == (1, 1)
+
+
+def test_verify_runs_a_static_time_axis_whole(tmp_path, monkeypatch):
+    """A model whose input is time-major with a static T ([5, 1, 4]): ``verify`` runs the inputs' axis 0
+    five entries at a time (one sequence), not one step at a time (a length-1 sequence, where the
+    recurrence never runs), and refuses a count that is not a multiple of T."""
+    pytest.importorskip("ai_edge_litert")
+    from quantir import verify as V
+    from quantir.runtime.interpreter import FeedError
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(size=(1, 12, 4)).astype(np.float32) * 0.5, "W"),
+             numpy_helper.from_array(rng.normal(size=(1, 12, 3)).astype(np.float32) * 0.5, "R"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes")]
+    nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=3),
+             helper.make_node("Squeeze", ["y", "axes"], ["out"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 4])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)
+    samples = [{"x": rng.normal(size=(5, 1, 4)).astype(np.float32)} for _ in range(20)]
+    r = qr.quantize(str(path), samples, qr.Config(progress=False, budget=None))
+    r.save(tmp_path / "seq.tflite")
+    runs = []
+    chunk = V._Oracle.chunk
+    monkeypatch.setattr(V._Oracle, "chunk", lambda self, feeds, *a: runs.append(feeds[0].shape) or
+                        chunk(self, feeds, *a))
+    report = V.verify_tflite(tmp_path / "seq.tflite", {"x": np.concatenate([s["x"] for s in samples[:2]])})
+    assert report.ok and report.samples == 10 and runs == [(5, 1, 4), (5, 1, 4)], (runs, report.text())
+    with pytest.raises(FeedError, match="take 5 entries on axis 0 .* give 7, not a multiple of 5"):
+        V.verify_tflite(tmp_path / "seq.tflite", {"x": np.zeros((7, 1, 4), np.float32)})
