@@ -85,6 +85,23 @@ def test_dequantize_matches_float32_product():
     assert dequantize(big, F(3.0), scheme="onnx") == np.float32(3.0) * np.float32((1 << 30) + 1)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([np.int8, np.uint8, np.int16, np.uint16]), st.integers(1, 40),
+       st.floats(float(np.float32(1e-8)), 1e4, allow_nan=False, width=32), st.integers(-70000, 70000), st.data())
+def test_dequantize_of_8_and_16_bit_storage_is_the_int64_path(dtype, n, scale, zero_point, data):
+    """The 8/16-bit fast path (f32 product of f32(q - zp)) gives the bytes of the exact int64 / float64
+    path, per tensor and per axis, for both schemes."""
+    info = np.iinfo(dtype)
+    q = np.asarray(data.draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)), dtype)
+    for scheme in ("tflite", "onnx"):
+        assert dequantize(q, scale, zero_point, scheme=scheme).tobytes() == \
+            dequantize(q.astype(np.int64), scale, zero_point, scheme=scheme).tobytes()
+    grid = np.resize(q, (2, n))
+    scales, zps = np.array([scale, scale * 3], np.float32), np.array([zero_point, -zero_point // 3])
+    assert dequantize(grid, scales, zps, axis=0).tobytes() == \
+        dequantize(grid.astype(np.int64), scales, zps, axis=0).tobytes()
+
+
 def test_fused_activation_ranges():
     s, zp = asymmetric_qparams(0.0, 6.0)
     assert (float(s), int(zp)) == (float(F(6 / 255)), -128)
