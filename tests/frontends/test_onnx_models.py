@@ -72,7 +72,29 @@ def check_against_ort(path: Path, batch: int = 1) -> dict[str, float]:
     for name in [*interp.output_names, *probes]:
         assert ours[name].shape == ref[name].shape, name
         errors[name] = rel_err(ours[name], ref[name])
+    # a softmax is only as close as its logits allow: light_squeezenet's are ~4e9, where logits equal
+    # to 2e-7 relative (their summation order) are hundreds apart, and its probabilities anything.
+    # There the logits are compared (above) and the softmax on our own logits (float64)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    for node in (n for n in model.graph.node if n.op_type == "Softmax"):
+        out, logits = node.output[0], node.input[0]
+        if out in errors and logits in ours and \
+                np.abs(ours[logits].astype(np.float64) - ref[logits]).max() > 1e-2:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if opset < 13 else -1)
+            errors[out] = rel_err(ours[out], _softmax64(ours[logits], axis, flatten=opset < 13))
     return errors
+
+
+def _softmax64(x: np.ndarray, axis: int, flatten: bool) -> np.ndarray:
+    """ONNX Softmax in float64: before opset 13 over every axis from ``axis`` on (flattened)."""
+    x = x.astype(np.float64)
+    shape = x.shape
+    if flatten:
+        axis = axis % x.ndim
+        x = x.reshape(int(np.prod(shape[:axis])), -1)
+        axis = 1
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).reshape(shape)
 
 
 @pytest.mark.parametrize("name", LIGHT)
