@@ -156,3 +156,20 @@ def test_a_whole_ranking_a_kernel_refuses_is_searched_from_below():
                                 evaluate, lambda: {i: [n] for i, n in enumerate(names)})
     assert report.met and chosen == ("t0", "t1", "t2") and "refuses" in report.refused
     assert measured[:2] == [0, 8] and 1 in measured
+
+
+@pytest.mark.parametrize("a, b, kind, want", [
+    (0.99737, 0.99738, "cosine", True),     # 0.00263 against 0.00262: within 5% of the distance to 1
+    (0.99700, 0.99738, "cosine", False),
+    (0.9802, 0.981, "top1", True), (0.97, 0.981, "top1", False),
+    (29.85, 30.0, "sqnr", True), (29.7, 30.0, "sqnr", False),
+    (0.0, 1.0, "callback", False), (1.0, 1.0, "callback", True)])
+def test_at_least_about_is_within_what_the_samples_resolve(a, b, kind, want):
+    assert pr.at_least_about(a, b, kind) is want
+    assert pr.at_least_about(b, b, kind)   # a tie is never worse
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_at_least_about_holds_whatever_is_at_least_as_good(a, b):
+    if a >= b:
+        assert pr.at_least_about(a, b, "cosine")

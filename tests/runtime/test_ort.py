@@ -108,7 +108,9 @@ def test_feed_errors_are_the_interpreters(case):
 
 
 def test_expose_all_on_a_light_model_matches_interpreter():
-    module = load_onnx(LIGHT_DIR / "light_squeezenet.onnx")
+    # not light_squeezenet: its final logits are ~4e9, where summation order alone moves the softmax
+    # (1/996 against 1/1000 on some machines; tests/frontends/test_onnx_models.py judges it apart)
+    module = load_onnx(LIGHT_DIR / "light_inception_v1.onnx")
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     _check_all_intermediates(module, {"data_0": x}, min_count=60)
 
