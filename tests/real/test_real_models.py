@@ -279,6 +279,17 @@ def _figures(model, result, count: int) -> dict:
     return M.accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])
 
 
+def _quantize(model, n_calib: int, **config):
+    """``model`` quantized from ``n_calib`` calibration inputs (seed 0) with ``Config(**config)``; the
+    warnings about few samples silenced."""
+    import quantir as qr
+    feed_name = _input_name(model)
+    calib = _batches(model, model.inputs(n_calib, seed=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return qr.quantize(str(model.path), [{feed_name: b} for b in calib], qr.Config(progress=False, **config))
+
+
 # issue 14's accuracy bars met by the *default* quantization (mixed precision: tensors promoted to
 # int16 until the outputs meet the 0.995 cosine budget), where the all-int8 model above misses them
 DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec", "ppocrv6_tiny_rec")
@@ -292,14 +303,8 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     evaluation samples: PP-OCRv5 det cosine 0.997 / IoU 0.982 (all int8: 0.952 / 0.890), PP-OCRv5
     rec 100% of strings (all int8: 78%). ddddocr's detector is not here: its int8 outputs already
     meet the budget (cosine 0.9994), nothing is promoted, and 92% of its boxes match at IoU 0.9."""
-    import quantir as qr
     model = real_model(name)
-    feed_name = _input_name(model)
-    calib = model.inputs(CALIBRATION, seed=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = qr.quantize(str(model.path), [{feed_name: b} for b in _batches(model, calib)],
-                             qr.Config(progress=False))
+    result = _quantize(model, CALIBRATION)
     assert result.promotion is not None and result.promotion.promoted
     assert result.spec_report().ok
     figures = _figures(model, result, EVALUATION)
@@ -331,15 +336,9 @@ def test_bar_met_with_int16_activations(name, real_model):
     "auto" measures nearest against hessian rounding and keeps hessian, which these need) meets the
     model's bar where the default mixed precision does not (INT16_MEETS says by how much). ddddocr's
     recognizer meets it with its LSTM kept float (``--exclude nn.lstm``)."""
-    import quantir as qr
     model = real_model(name)
-    feed_name = _input_name(model)
     n_calib, n_eval, excluded = INT16_MEETS[name]
-    calib = _batches(model, model.inputs(n_calib, seed=0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = qr.quantize(str(model.path), [{feed_name: b} for b in calib],
-                             qr.Config(progress=False, activations="int16", exclude=excluded))
+    result = _quantize(model, n_calib, activations="int16", exclude=excluded)
     assert result.config.weight_rounding == "hessian", result.rounding   # it meets the budget
     figures = _figures(model, result, n_eval)
     assert M.meets(model.kind, figures), figures
@@ -360,15 +359,9 @@ BUDGET_MEETS = {
 def test_bar_met_at_a_tighter_budget(name, real_model):
     """A detector whose boxes at IoU 0.9 need more than the default budget's cosine meets its bar at a
     tighter one, still integer end to end (1 quantize / 1 dequantize)."""
-    import quantir as qr
     model = real_model(name)
-    feed_name = _input_name(model)
     n_calib, n_eval, budget = BUDGET_MEETS[name]
-    calib = _batches(model, model.inputs(n_calib, seed=0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = qr.quantize(str(model.path), [{feed_name: b} for b in calib],
-                             qr.Config(progress=False, budget=budget))
+    result = _quantize(model, n_calib, budget=budget)
     assert result.promotion.promoted and result.cast_counts() == (1, len(result.module.main.ops[-1].operands))
     assert result.config.weight_rounding == "hessian", result.rounding
     figures = _figures(model, result, n_eval)
@@ -383,13 +376,8 @@ def test_a_strict_budget_keeps_ddddocr_s_lstm_float_and_meets_the_bar(real_model
     meets it (0.99998), and searches again with them float (45 of 53 classes, 0.99997): the strings
     bar is met (61 of 64 lines measured). ``--budget top1:0.995`` says what a recognizer needs (its
     positions' argmax; all int8 0.984): the same way, 41 of 53 classes, 0.99875, 61 of 64 lines."""
-    import quantir as qr
     model = real_model("ddddocr_ocr")
-    feed_name = _input_name(model)
-    calib = _batches(model, model.inputs(32, seed=0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = qr.quantize(str(model.path), [{feed_name: b} for b in calib], qr.Config(progress=False, budget=budget))
+    result = _quantize(model, 32, budget=budget)
     p = result.promotion
     assert p.met and len(p.kept_float) == 2 and p.promoted, result.summary(worst=0)
     assert len(p.promoted) < p.candidates   # the search again: not every class
