@@ -195,17 +195,16 @@ def dequantize(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike = 0, *, axi
     """
     func = "dequantize"
     raw = np.asarray(q)
-    if raw.dtype.kind in "iu" and raw.dtype.itemsize <= 2 and scheme in ("tflite", "onnx"):
-        # 8/16-bit storage: |q - zp| < 2**24 whenever zp fits 16 bits, where both schemes are
-        # f32(s) · f32(q - zp), one rounding (a model output's dequantize: 4M elements per run)
-        s = expand_params(_checked_scale(scale, func), raw.shape, axis, block_size, "scale").astype(np.float32)
-        zp = as_int64(expand_params(zero_point, raw.shape, axis, block_size, "zero_point"), func, "zero_point")
-        if zp.size == 0 or (zp.min() >= -(1 << 16) and zp.max() < (1 << 16)):
-            out = (raw.astype(np.int32) - zp.astype(np.int32)).astype(np.float32) * s
-            return scalar_or_array(np.asarray(out, dtype=np.float32))
-    qa = as_int64(q, func, "q")
+    narrow = raw.dtype.kind in "iu" and raw.dtype.itemsize <= 2   # 8/16-bit storage, kept as it is
+    qa = raw if narrow else as_int64(q, func, "q")
     s = expand_params(_checked_scale(scale, func), qa.shape, axis, block_size, "scale").astype(np.float32)
     zp = as_int64(expand_params(zero_point, qa.shape, axis, block_size, "zero_point"), func, "zero_point")
+    if narrow and scheme in ("tflite", "onnx") and (zp.size == 0 or (zp.min() >= -(1 << 16) and zp.max() < (1 << 16))):
+        # |q - zp| < 2**24, where both schemes are f32(s) · f32(q - zp), one rounding, with no int64 /
+        # float64 copies (a model output's dequantize: 4M elements per budget run)
+        out = (qa.astype(np.int32) - zp.astype(np.int32)).astype(np.float32) * s
+        return scalar_or_array(np.asarray(out, dtype=np.float32))
+    qa = qa.astype(np.int64)
     if scheme == "tflite":
         out = (s.astype(np.float64) * (qa - zp).astype(np.float64)).astype(np.float32)
     elif scheme == "onnx":
