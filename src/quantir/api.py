@@ -271,6 +271,7 @@ class Result:
             atomic_write(p, print_module(self.module).encode())
         elif p.suffix == ".onnx":
             from .backends.onnx import save_quantized  # type: ignore[attr-defined]
+            from .backends.onnx.qoperator import requantized_message
             requantized: list = []
             save_quantized(self.module, p, format=format or "qdq", activations=activations, requantized=requantized)
             if requantized:
@@ -281,17 +282,6 @@ class Result:
         else:  # .json
             atomic_write(p, json.dumps(self.summary_dict(), indent=2).encode())
         return p
-
-
-def requantized_message(requantized: list[tuple[str, str, str]]) -> str:
-    """What a QOperator save computes in float (``(label, qnn op, why)`` each), grouped by why."""
-    by_why: dict[str, list[str]] = {}
-    for label, _, why in requantized:
-        by_why.setdefault(why, []).append(label)
-    parts = [f"{why}: {len(labels)} ({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''})"
-             for why, labels in by_why.items()]
-    return (f"QOperator export: {len(requantized)} op(s) computed in float between DequantizeLinear and "
-            f"QuantizeLinear (their QDQ form). " + "; ".join(parts))
 
 
 def _promotion_lines(m: dict) -> list[str]:

@@ -53,9 +53,14 @@ def qtype(t: Type) -> QuantizedType | None:
     return et if isinstance(et, (UniformQuantizedType, UniformQuantizedPerAxisType)) else None
 
 
-def sixteen_bit(v: Value | None) -> bool:
+def _sixteen_bit(v: Value | None) -> bool:
     q = qtype(v.type) if v is not None else None
     return q is not None and q.storage_width == 16
+
+
+def touches_16_bit(op: Operation) -> bool:
+    """Does ``op`` read or write a 16-bit quantized value (which 8-bit QLinear kernels cannot take)?"""
+    return any(_sixteen_bit(v) for v in [*op.operands, *op.results])
 
 
 def is_quantized(v: Value) -> bool:
@@ -172,7 +177,7 @@ class Builder:
             if op in self._done:
                 continue
             convert = self.table.get(op.opdef)
-            if self.wide is not None and any(sixteen_bit(v) for v in [*op.operands, *op.results]):
+            if self.wide is not None and touches_16_bit(op):
                 convert = self.wide.get(op.opdef, convert)
             if convert is not None:
                 before = len(self.fn.body.ops)

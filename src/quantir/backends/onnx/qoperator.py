@@ -63,7 +63,7 @@ from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
 from . import qdq, recurrent, space_batch, tables
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
-                      scale_array, sixteen_bit, zero_point_array)
+                      scale_array, touches_16_bit, zero_point_array)
 
 
 def _result_name(op: Operation) -> str | None:
@@ -450,9 +450,20 @@ SIXTEEN_BIT = ("int16 tensors (mixed precision or activations='int16'): ONNX Run
 
 def why_requantized(op: Operation) -> str:
     """Why ``op`` is computed in float (DequantizeLinear → op → QuantizeLinear) in the QOperator export."""
-    if any(sixteen_bit(v) for v in [*op.operands, *op.results]):
+    if touches_16_bit(op):
         return SIXTEEN_BIT
     return _WHY.get(op.opdef, f"no QOperator form for this {op.name}")
 
 
-__all__ = ["CONVERT", "why_requantized"]
+def requantized_message(requantized: list[tuple[str, str, str]]) -> str:
+    """What a QOperator save computes in float (``(label, qnn op, why)`` each), grouped by why."""
+    by_why: dict[str, list[str]] = {}
+    for label, _, why in requantized:
+        by_why.setdefault(why, []).append(label)
+    parts = [f"{why}: {len(labels)} ({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''})"
+             for why, labels in by_why.items()]
+    return (f"QOperator export: {len(requantized)} op(s) computed in float between DequantizeLinear and "
+            f"QuantizeLinear (their QDQ form). " + "; ".join(parts))
+
+
+__all__ = ["CONVERT", "why_requantized", "requantized_message"]
