@@ -291,7 +291,7 @@ def test_efficientnet_is_all_integer_kernels():
     """EfficientNet-Lite0: int8 activations leave 14 convs and the 9 residual adds in float in
     ONNX Runtime; uint8 fuses all 49 convs and 9 adds."""
     from quantir.datasets import photos
-    result = quantize(str(EFFICIENTNET), {"input": photos.calibration_crops(8)}, Config(progress=False))
+    result = quantize(str(EFFICIENTNET), {"input": photos.calibration_crops(8)}, Config(progress=False, budget=None))
     i8 = _optimized_ops(to_onnx_quantized(result.module, format="qdq"))
     u8 = _optimized_ops(to_onnx_quantized(result.module, format="qdq", activations="uint8"))
     assert u8["QLinearConv"] == 49 and u8["QLinearAdd"] == 9 and u8["Conv"] == 0 and u8["Add"] == 0, u8
