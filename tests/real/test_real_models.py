@@ -90,18 +90,13 @@ def quantized(real_model, tmp_path_factory):
     """``quantized(name)`` -> (model, Result, qdq path, qoperator path), once per model, all int8
     (budget=None: these tests check every int8 export; mixed precision is tested on its own); a failure
     to quantize or export is raised again in every test that asks for it."""
-    import quantir as qr
     cache: dict[str, object] = {}
 
     def get(name: str):
         if name not in cache:
             model = real_model(name)
             try:
-                calib = model.inputs(CALIBRATION, seed=0)
-                feeds = [{_input_name(model): b} for b in _batches(model, calib)]
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")   # few samples: quantir warns, rightly
-                    result = qr.quantize(str(model.path), feeds, qr.Config(progress=False, budget=None))
+                result = _quantize(model, CALIBRATION, budget=None)
                 out = tmp_path_factory.mktemp(name)
                 paths = []
                 for fmt in ("qdq", "qoperator"):
