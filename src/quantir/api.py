@@ -36,7 +36,8 @@ from .quantize.naming import integer_name
 from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
-from .quantize.precision import Promotion, at_least_about, parse_budget, promote, samples_of, score
+from .quantize.precision import (Promotion, at_least_about, class_score_outputs, parse_budget, promote,
+                                 samples_of, score)
 from .ir.names import output_names
 from .quantize.params import hessian_applies, region_bits
 from .quantize.solver import ActParams, int16_classes, solve, told_apart
@@ -358,7 +359,7 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     if not annotation.regions:
         reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])
         raise QuantirError(f"nothing to quantize in this model ({reasons})")
-    budget = parse_budget(config.budget)
+    budget = _judging(parse_budget(config.budget), fn)
     searching = budget is not None and config.activations == "int8" and not config.int16
     # the budget is measured on samples the ranges never saw (quantize.precision)
     statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)
@@ -393,7 +394,8 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
                 promotion.evaluations += 1
     elif config.activations == "int16" and auto and samples_of(statistics):
         # no search to reuse: measured with the budget's metric, the default cosine for none or a callback
-        judge = budget if budget is not None and budget.kind != "callback" else parse_budget(DEFAULT_BUDGET)
+        default = _judging(parse_budget(DEFAULT_BUDGET), fn)
+        judge = budget if budget is not None and budget.kind != "callback" else default
         measure = _budget_measure(fn, statistics, config, judge)
         config, params, int_fn, rounding, _ = _better_rounding(fn, annotation, statistics, config, params, int_fn,
                                                                measure, measure(int_fn), judge.describe(), judge.kind)
@@ -456,6 +458,13 @@ def _quantize_from_stats(module: Module, config: Config) -> Result:
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
                   warnings=health.warnings, degenerate_data=health.degenerate_data)
+
+
+def _judging(budget, fn):
+    """``budget`` with the outputs whose top-1 a cosine floor also holds (``precision.class_score_outputs``)."""
+    if budget is None or budget.kind != "cosine" or not budget.decide:
+        return budget
+    return replace(budget, decisions=class_score_outputs(fn))
 
 
 def _budget_measure(fn, statistics, config, budget):

@@ -20,6 +20,62 @@ def test_budgets_parse(spec, kind, floor):
     assert (b.kind, b.floor) == (kind, floor)
 
 
+@pytest.mark.parametrize("spec, decide", [(0.995, True), ("0.995", True), ("cos:0.995", False),
+                                          ("cosine: 0.995", False)])
+def test_a_plain_cosine_floor_also_judges_class_scores_and_cos_prefix_does_not(spec, decide):
+    assert pr.parse_budget(spec).decide is decide
+
+
+def test_a_cosine_budget_holds_class_score_outputs_top1_where_enough_positions_are_measured():
+    # "z" scores 4 classes at 300 positions, its first two near-tied; every tenth position swaps them:
+    # the cosine barely moves (0.99995), one argmax in ten flips
+    z = np.tile([1.0, 0.99, 0.1, 0.0], (300, 1))
+    got = z.copy()
+    got[::10, :2] = got[::10, 1::-1]
+    ref, out = [{"z": z}], [{"z": got}]
+    cos = pr.output_cosine(ref, out)
+    assert cos > 0.9999 and pr.output_top1(ref, out, names=("z",)) == pytest.approx(0.9)
+    assert pr.score(pr.parse_budget(0.95), ref, out) == (cos, True)            # no class-score output named
+    assert pr.score(pr.Budget("cosine", 0.95, decisions=("z",)), ref, out) == (pytest.approx(0.9), False)
+    assert pr.output_top1(ref, out, names=("y",)) == 1.0                       # an output not named: not judged
+    assert pr.decisive_positions(0.995) == 200 and pr.decisive_positions(0.9) == 10
+    strict = pr.Budget("cosine", 0.995, decisions=("z",))
+    few = [{"z": z[:150]}], [{"z": got[:150]}]                                 # 150 < 200 positions: not judged
+    assert pr.score(strict, *few) == (pr.output_cosine(*few), True)
+    assert "top-1 agreement of z (class scores, where 200 or more" in strict.describe()
+
+
+def _graph(nodes, output_shape, inits=None):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from quantir.api import load
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+                          [numpy_helper.from_array(a, n) for n, a in (inits or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_operatorsetid("", 17)])
+    return load(m).main
+
+
+@pytest.mark.parametrize("nodes, shape, inits, scores", [
+    ([("Softmax", ["x"], ["y"], {"axis": -1})], ["N", 6, 8], {}, True),
+    ([("Softmax", ["x"], ["y"], {"axis": 1})], ["N", 6, 8], {}, False),          # not along the last axis
+    ([("MatMul", ["x", "w"], ["m"], {}), ("Add", ["m", "b"], ["y"], {})], ["N", 6, 5],
+     {"w": np.ones((8, 5)), "b": np.ones(5)}, True),                             # a linear head's logits
+    ([("Transpose", ["x"], ["t"], {"perm": [0, 2, 1]}), ("MatMul", ["x", "t"], ["y"], {})], ["N", 6, 6],
+     {}, False),                                                                 # two activations
+    ([("Flatten", ["x"], ["f"], {}), ("Gemm", ["f", "w"], ["g"], {}), ("Reshape", ["g", "s"], ["y"], {})],
+     ["N", 1, 5], {"w": np.ones((48, 5)), "s": np.array([-1, 1, 5])}, True),     # a reshape keeping the last axis
+    ([("Flatten", ["x"], ["f"], {}), ("Gemm", ["f", "w"], ["g"], {}), ("Reshape", ["g", "s"], ["y"], {})],
+     ["N", 5, 1], {"w": np.ones((48, 5)), "s": np.array([-1, 5, 1])}, False),    # ... moving it
+    ([("Sigmoid", ["x"], ["y"], {})], ["N", 6, 8], {}, False),                   # per-class scores, not a choice
+])
+def test_class_score_outputs_are_a_softmax_or_a_linear_head_along_the_last_axis(nodes, shape, inits, scores):
+    from onnx import helper
+    inits = {k: np.asarray(v, np.int64 if k == "s" else np.float32) for k, v in inits.items()}
+    fn = _graph([helper.make_node(op, i, o, **a) for op, i, o, a in nodes], shape, inits)
+    assert pr.class_score_outputs(fn) == (("y",) if scores else ())
+
+
 @pytest.mark.parametrize("spec", [None, "off", 0, "0", False])
 def test_no_budget(spec):
     assert pr.parse_budget(spec) is None

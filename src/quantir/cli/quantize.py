@@ -49,9 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Runtime on x86 fuses it fully); int16: LiteRT's 16x8 mode, every activation int16")
     p.add_argument("--budget", default=None, metavar="FLOOR",
                    help="mixed precision: promote the fewest tensors to int16 until the outputs meet it on the "
-                        "calibration samples, every output: its mean cosine (0.998), its SQNR ('30dB'), its top-1 "
-                        "agreement along the last axis for class or CTC scores ('top1:0.995'), or 'off' for all-int8 "
-                        "(default 0.995)")
+                        "calibration samples, every output: its mean cosine (0.998; outputs that score classes, a "
+                        "softmax or a linear head, also their top-1 agreement; 'cos:0.998' the cosine alone), its "
+                        "SQNR ('30dB'), its top-1 agreement along the last axis ('top1:0.995'), or 'off' for "
+                        "all-int8 (default 0.995)")
     p.add_argument("--int16", nargs="*", default=(), metavar="TENSOR",
                    help="tensors (ONNX value names) to store in int16, with their same-scale classes")
     p.add_argument("--bias-correction", choices=("off", "weights", "empirical"), default="weights",
