@@ -394,8 +394,8 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
                 promotion.evaluations += 1
     elif config.activations == "int16" and auto and samples_of(statistics):
         # no search to reuse: measured with the budget's metric, the default cosine for none or a callback
-        default = _judging(parse_budget(DEFAULT_BUDGET), fn)
-        judge = budget if budget is not None and budget.kind != "callback" else default
+        judge = budget if budget is not None and budget.kind != "callback" else \
+            _judging(parse_budget(DEFAULT_BUDGET), fn)
         measure = _budget_measure(fn, statistics, config, judge)
         config, params, int_fn, rounding, _ = _better_rounding(fn, annotation, statistics, config, params, int_fn,
                                                                measure, measure(int_fn), judge.describe(), judge.kind)

@@ -38,9 +38,10 @@ import numpy as np
 
 from ..errors import CalibrationError, QuantirError
 from ..ir import Function, Value
-from ..ir.dialects import arith, nn
+from ..ir.dialects import nn
 from ..ir.names import output_names
 from .params import range_params
+from .regions import constant_array
 
 
 
@@ -127,8 +128,7 @@ def _last_dim(v: Value):
 
 
 def _constant(v: Value) -> bool:
-    op = getattr(v, "op", None)
-    return op is not None and op.opdef is arith.CONSTANT
+    return constant_array(v) is not None
 
 
 def _is_class_scores(v: Value) -> bool:
@@ -137,8 +137,8 @@ def _is_class_scores(v: Value) -> bool:
     the last axis."""
     while (op := getattr(v, "op", None)) is not None:
         if op.opdef in _SOFTMAXES:
-            rank = len(v.type.shape) if getattr(v.type, "shape", None) is not None else 0
-            return rank > 0 and op.attr("axis") % rank == rank - 1
+            shape = getattr(v.type, "shape", None)
+            return bool(shape) and op.attr("axis") % len(shape) == len(shape) - 1
         if op.opdef in _LINEAR_HEADS:
             return _constant(op.operands[1])
         if op.opdef is nn.ADD and sum(map(_constant, op.operands)) == 1:
