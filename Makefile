@@ -97,8 +97,11 @@ lint: venv
 	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q tests/test_layering.py
 
+# The suite on TEST_WORKERS pytest-xdist processes, one core each (tests/conftest.py); worksteal
+# hands a finished worker the tests another has queued, so one long module does not end the run alone.
+TEST_WORKERS ?= 2
 test: lint data models real-models
-	$(PY) -m pytest -q -m "not slow" --ignore=tests/test_layering.py
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/test_layering.py -n $(TEST_WORKERS) --dist worksteal
 
 bench: venv data models fonts real-models $(BSTAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]   # 5: no test is marked slow yet

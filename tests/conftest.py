@@ -1,12 +1,44 @@
 """Fixtures shared by the whole suite. Add fixtures here; keep existing ones stable."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# make test runs the suite on two pytest-xdist workers (-n 2). Each worker gets one core: thread
+# pools sized for the whole machine (OpenBLAS, ONNX Runtime's intra-op pool) in two processes at
+# once made every heavy test ~1.7x slower and the run barely faster than one process.
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None):   # the controller, before it starts the workers
+        for var in _THREAD_VARS:
+            os.environ.setdefault(var, "1")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _one_thread_onnxruntime_sessions()
+
+
+def _one_thread_onnxruntime_sessions() -> None:
+    """A session whose options leave the intra-op thread count to ONNX Runtime (0) gets one thread;
+    one that sets it keeps it. Results do not depend on it; only the worker's share of the CPU."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    init = ort.InferenceSession.__init__
+
+    def __init__(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        options = sess_options if sess_options is not None else ort.SessionOptions()
+        if options.intra_op_num_threads == 0:
+            options.intra_op_num_threads = 1
+        init(self, path_or_bytes, options, *args, **kwargs)
+
+    ort.InferenceSession.__init__ = __init__
 
 
 @pytest.fixture(scope="session")

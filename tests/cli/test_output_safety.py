@@ -213,8 +213,11 @@ def test_a_run_killed_while_writing_leaves_the_old_output_and_no_temporary(tmp_p
     (tmp_path / "out.npz").write_bytes(b"old outputs")
     marker = tmp_path / "writing"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    # SIGINT at its default, as in a terminal: a harness that ignores it (pytest-xdist's workers, nohup)
+    # passes SIG_IGN on, and Python then installs no KeyboardInterrupt handler
     child = subprocess.Popen([sys.executable, "-c", CHILD.format(marker=str(marker))], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():
