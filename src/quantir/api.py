@@ -37,7 +37,7 @@ from .quantize.ops import EXPANSIONS
 from .quantize.patterns import Annotation, annotate, is_integer_computation
 from .quantize.attention_mask import ADDITIVE_ATTENTION_MASK, BOUND_ATTENTION_MASK
 from .quantize.precision import (Promotion, at_least_about, class_score_outputs, parse_budget, promote,
-                                 samples_of, score)
+                                 quantity_outputs, samples_of, score)
 from .ir.names import output_names
 from .quantize.params import hessian_applies, region_bits
 from .quantize.solver import ActParams, int16_classes, solve, told_apart
@@ -461,10 +461,11 @@ def _quantize_from_stats(module: Module, config: Config) -> Result:
 
 
 def _judging(budget, fn):
-    """``budget`` with the outputs whose top-1 a cosine floor also holds (``precision.class_score_outputs``)."""
+    """``budget`` with the outputs whose top-1 a cosine floor also holds (``precision.class_score_outputs``)
+    and those whose quantities it holds one by one (``precision.quantity_outputs``)."""
     if budget is None or budget.kind != "cosine" or not budget.decide:
         return budget
-    return replace(budget, decisions=class_score_outputs(fn))
+    return replace(budget, decisions=class_score_outputs(fn), quantities=quantity_outputs(fn))
 
 
 def _budget_measure(fn, statistics, config, budget):

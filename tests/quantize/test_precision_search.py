@@ -76,6 +76,50 @@ def test_class_score_outputs_are_a_softmax_or_a_linear_head_along_the_last_axis(
     assert pr.class_score_outputs(fn) == (("y",) if scores else ())
 
 
+def test_a_cosine_budget_holds_each_quantity_of_a_detection_output_centered():
+    # "z" holds 3 quantities at 400 positions: an offset around 100 (a box coordinate), a score, and a
+    # quantity that does not vary; noise of 20% of the coordinate's spread hides in its mean for the cosine
+    rng = np.random.default_rng(0)
+    z = np.stack([100.0 + rng.normal(0, 1, 400), rng.uniform(0, 1, 400), np.full(400, 0.5)], axis=1)
+    got = z.copy()
+    got[:, 0] += rng.normal(0, 0.2, 400)
+    got[:, 2] += rng.normal(0, 0.001, 400)                    # below one int8 step of the output's range
+    ref, out = [{"z": z[None]}], [{"z": got[None]}]
+    corr = pr.output_quantity_correlation(ref, out, ("z",))
+    assert pr.output_cosine(ref, out) > 0.9999 and corr == pytest.approx(np.corrcoef(z[:, 0], got[:, 0])[0, 1])
+    assert corr < 0.99
+    budget = pr.Budget("cosine", 0.995, quantities=("z",))
+    assert pr.score(budget, ref, out) == (pytest.approx(corr), False)
+    assert pr.score(pr.Budget("cosine", 0.995), ref, out)[1]                   # not named: the cosine alone
+    few = [{"z": z[None, :150]}], [{"z": got[None, :150]}]                    # 150 < 200 positions: not judged
+    assert pr.score(budget, *few) == (pr.output_cosine(*few), True)
+    same = [{"z": z[None]}], [{"z": np.where(np.arange(3) == 0, z, got)[None]}]
+    assert pr.output_quantity_correlation(*same, ("z",)) == pytest.approx(1.0)   # the still one is not judged
+    assert "correlation of each quantity of z" in budget.describe()
+
+
+@pytest.mark.parametrize("nodes, shape, quantities", [
+    ([("Transpose", ["x"], ["y"], {"perm": [0, 2, 1]})], ["N", 8, 6], True),    # 6 channels moved last
+    ([("Sigmoid", ["x"], ["s"], {}), ("Transpose", ["s"], ["t"], {"perm": [0, 2, 1]}),
+      ("Reshape", ["t", "r"], ["y"], {})], ["N", 8, 6], True),                  # ... seen through a reshape
+    ([("Sigmoid", ["x"], ["y"], {})], ["N", 6, 8], False),                      # along its own last axis
+    ([("LayerNormalization", ["x", "g"], ["y"], {})], ["N", 6, 8], False),      # a hidden state's features
+    ([("Transpose", ["x"], ["y"], {"perm": [1, 0, 2]})], [6, "N", 8], False),   # axis 1 not moved last
+    ([("Transpose", ["x"], ["t"], {"perm": [0, 2, 1]}), ("Softmax", ["t"], ["y"], {"axis": -1})],
+     ["N", 8, 6], False),                                                       # class scores: their top-1
+    ([("Concat", ["x"] * 9, ["c"], {"axis": 1}), ("Transpose", ["c"], ["y"], {"perm": [0, 2, 1]})],
+     ["N", 8, 54], True),
+    ([("Concat", ["x"] * 11, ["c"], {"axis": 1}), ("Transpose", ["c"], ["y"], {"perm": [0, 2, 1]})],
+     ["N", 8, 66], False),                                                      # 66 channels: features
+    ([("Unsqueeze", ["x", "a"], ["y"], {})], ["N", 6, 1, 8], False),            # not [N, positions, K]
+])
+def test_quantity_outputs_are_a_few_quantities_per_position(nodes, shape, quantities):
+    from onnx import helper
+    inits = {"a": np.array([2], np.int64), "r": np.array([0, 8, 6], np.int64), "g": np.ones(8, np.float32)}
+    fn = _graph([helper.make_node(op, i, o, **a) for op, i, o, a in nodes], shape, inits)
+    assert pr.quantity_outputs(fn) == (("y",) if quantities else ())
+
+
 @pytest.mark.parametrize("spec", [None, "off", 0, "0", False])
 def test_no_budget(spec):
     assert pr.parse_budget(spec) is None

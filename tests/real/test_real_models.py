@@ -287,11 +287,13 @@ def _quantize(model, n_calib: int, **config):
 
 # issue 14's accuracy bars met by the *default* quantization (mixed precision: tensors promoted to
 # int16 until the outputs meet the 0.995 cosine budget), where the all-int8 model above misses them
-DEFAULT_MEETS = ("ppocrv5_det", "ppocrv5_rec", "ppocrv6_tiny_rec")
+# (calibration, evaluation samples) of each
+DEFAULT_MEETS = {"ppocrv5_det": (CALIBRATION, EVALUATION), "ppocrv5_rec": (CALIBRATION, EVALUATION),
+                 "ppocrv6_tiny_rec": (CALIBRATION, EVALUATION), "ddddocr_det": (16, 16), "layout_cdla": (32, 16)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", DEFAULT_MEETS)
+@pytest.mark.parametrize("name", sorted(DEFAULT_MEETS))
 def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     """With quantir's defaults (calibration data and nothing else) the integer model meets the bar
     on the evaluation samples and passes the spec check. Measured with 32 calibration and 16
@@ -299,13 +301,17 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     rec 100% of strings (all int8: 78%); on 64 evaluation lines v5 rec is at 90.6% (every class
     promoted: the int8 weights' ceiling, its head kept float too 89%; 95.3% with 64 calibration
     lines), v6 tiny rec 98.4%.
-    ddddocr's detector is not here: its int8 outputs already meet the budget (cosine 0.9994),
-    nothing is promoted, and 92% of its boxes match at IoU 0.9."""
+    ddddocr's detector (16 / 16 scenes): all int8 its output's cosine (0.9992) meets the budget, and
+    nothing was promoted while the cosine was all it held (51 of 56 boxes at IoU 0.9); its x offsets
+    correlate at 0.987, so the default's hold on each quantity of its [1, 3549, 6] output promotes:
+    54 of 56. PicoDet (32 / 16 pages; ~13 min to quantize) likewise, each of its 8 outputs' 10 class
+    scores and 32 DFL bins held: 63 of 65 boxes (with the cosine alone 59 of 65)."""
     model = real_model(name)
-    result = _quantize(model, CALIBRATION)
+    n_calib, n_eval = DEFAULT_MEETS[name]
+    result = _quantize(model, n_calib)
     assert result.promotion is not None and result.promotion.promoted
     assert result.spec_report().ok
-    figures = _figures(model, result, EVALUATION)
+    figures = _figures(model, result, n_eval)
     assert M.meets(model.kind, figures), figures
 
 
@@ -315,14 +321,14 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
 # box edges (PicoDet, at IoU 0.9) move little in cosine when an argmax or a box edge flips.
 INT16_MEETS = {
     # 63 of 65 boxes at IoU 0.9 (96.9%; nearest rounding 92.4%, fp32 activations with nearest int8
-    # weights 92.4%; 8 calibration pages 92.4%); the defaults: 196 of 199 classes promoted, 90.8%
-    # with hessian rounding (kept: it meets the budget), 92.5% with nearest
+    # weights 92.4%; 8 calibration pages 92.4%); the defaults: 96.9% (with the cosine alone: 196 of
+    # 199 classes promoted, 90.8% with hessian rounding, 92.5% with nearest)
     "layout_cdla": (32, 16, ()),
     # with its LSTM float: 62 of 64 lines (96.9%; nearest rounding 89.1%). LiteRT's integer LSTM has no
     # 16-bit form and one weight scale per gate matrix: with it integer, 75-84% of lines (output cosine
     # 0.9999); all int8 ~70%; the defaults keep the LSTMs float too (the strict-budget test below)
     "ddddocr_ocr": (32, 64, ("nn.lstm",)),
-    # 56 of 56 boxes; defaults 91.1% (int8 meets the budget at cosine 0.9994)
+    # 56 of 56 boxes (the defaults: 54 of 56; with the cosine alone, all int8, 51 of 56)
     "ddddocr_det": (16, 16, ()),
 }
 
@@ -347,7 +353,7 @@ BUDGET_MEETS = {
     # every class int16 misses 0.999 (0.99738: int8 weights); both roundings measure 0.99738 and hessian
     # is kept (precision.at_least_about): 63 of 65 boxes (nearest: 0.924)
     "layout_cdla": (32, 16, "0.999"),
-    # 148 of 231 classes int16, hessian kept: 55 of 56 boxes (the defaults, all int8: 0.911)
+    # 148 of 231 classes int16, hessian kept: 55 of 56 boxes (the defaults: 54 of 56)
     "ddddocr_det": (16, 16, "0.9999"),
 }
 

@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", default=None, metavar="FLOOR",
                    help="mixed precision: promote the fewest tensors to int16 until the outputs meet it on the "
                         "calibration samples, every output: its mean cosine (0.998; outputs that score classes, a "
-                        "softmax or a linear head, also their top-1 agreement; 'cos:0.998' the cosine alone), its "
+                        "softmax or a linear head, also their top-1 agreement; a conv's channels moved last, "
+                        "[N, positions, K<=64], each channel's correlation; 'cos:0.998' the cosine alone), its "
                         "SQNR ('30dB'), its top-1 agreement along the last axis ('top1:0.995'), or 'off' for "
                         "all-int8 (default 0.995)")
     p.add_argument("--int16", nargs="*", default=(), metavar="TENSOR",

@@ -90,7 +90,8 @@ class Config:
     ``budget`` drives automatic mixed precision (``quantize.precision``): when the all-int8 model's
     outputs miss it on the kept calibration samples, the fewest tensors are promoted to int16 until
     it is met. A cosine floor in (0, 1] that every float output's mean cosine over the samples must
-    reach (default 0.995: CNN classifiers meet it in int8 and are unchanged), an SQNR floor that
+    reach (default 0.995: CNN classifiers meet it in int8 and are unchanged; it also holds class
+    scores' top-1 and each quantity of a detector's per-position outputs), an SQNR floor that
     every output's must reach (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
     bool``, or None / ``"off"``. It applies to ``activations="int8"`` without ``int16`` names.
 
