@@ -33,7 +33,9 @@ def test_light_model_quantizes(name):
     inp = next(i for i in model.graph.input if i.name not in inits)
     shape = [d.dim_value or 1 for d in inp.type.tensor_type.shape.dim]
     x = np.random.default_rng(0).normal(size=(2, *shape[1:])).astype(np.float32)
-    r = qr.quantize(path, {inp.name: x}, qr.Config(progress=False))
+    # all int8 (budget off): what is checked is that every op quantizes; the mixed-precision search on two
+    # noise samples measured nothing real and took most of the time (inception_v2: 20 s -> 3 s)
+    r = qr.quantize(path, {inp.name: x}, qr.Config(progress=False, budget=None))
     left = [(op.name, why) for op, why in r.annotation.float_ops]   # what the summary lists, without its SQNR run
     if name in LRN:
         assert left and all(kind == "nn.lrn" and "no quantizer pattern" in why for kind, why in left), left
