@@ -188,10 +188,9 @@ def quantity_outputs(fn: Function) -> tuple[str, ...]:
     """The outputs of ``fn`` that hold a few distinct quantities per position along their static last
     axis, ``[N, positions, K]`` with ``K <= MAX_QUANTITIES``, a conv's channels moved last, and are not
     class scores: a detector's boxes and scores, which its post-processing reads one by one against
-    thresholds and IoU. The
-    output's cosine weighs them by magnitude and by their mean: ddddocr's detector all int8 keeps
-    cosine 0.9992 while its x offsets (mean ~0.5 cells) correlate at 0.986 and 9% of its boxes move
-    past IoU 0.9."""
+    thresholds and IoU. The output's cosine weighs them by magnitude and by their mean: ddddocr's
+    detector all int8 keeps cosine 0.9992 while its x offsets (mean ~0.5 cells) correlate at 0.986
+    and 9% of its boxes move past IoU 0.9."""
     return tuple(n for n, v in zip(output_names(fn), fn.outputs) if _is_quantities(v))
 
 
@@ -205,8 +204,7 @@ def output_quantity_correlation(reference: Sequence[dict], got: Sequence[dict], 
     sums: dict[str, list] = {}
     for r, g in zip(reference, got):
         for k in [k for k in _float_outputs(r) if k in names]:
-            a = np.asarray(r[k], np.float64)
-            a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+            a = _positions(np.asarray(r[k], np.float64))
             b = np.asarray(g[k], np.float64).reshape(a.shape)
             t = sums.setdefault(k, [0, 0.0, 0.0, 0.0, 0.0, 0.0, np.inf, -np.inf])
             t[0] += a.shape[0]
@@ -226,6 +224,11 @@ def output_quantity_correlation(reference: Sequence[dict], got: Sequence[dict], 
             corr = np.where(vb[judged] > 0, cov[judged] / np.sqrt(va[judged] * vb[judged]), 0.0)
         worst = min(worst, float(np.min(np.nan_to_num(corr, nan=0.0))))
     return worst
+
+
+def _positions(a: np.ndarray) -> np.ndarray:
+    """``[positions, last axis]``: every index of the other axes a position (a scalar: one of one)."""
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -280,9 +283,8 @@ def output_top1(reference: Sequence[dict], got: Sequence[dict], names: Sequence[
     agree: dict[str, list[int]] = {}
     for r, g in zip(reference, got):
         for k in _float_outputs(r) if names is None else [k for k in _float_outputs(r) if k in names]:
-            a, b = np.asarray(r[k]), np.asarray(g[k])
-            a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
-            b = b.reshape(a.shape)
+            a = _positions(np.asarray(r[k]))
+            b = np.asarray(g[k]).reshape(a.shape)
             n = agree.setdefault(k, [0, 0])
             n[0] += int(np.sum(np.argmax(a, axis=1) == np.argmax(b, axis=1)))
             n[1] += a.shape[0]
