@@ -43,6 +43,7 @@ from .quantize.params import hessian_applies, region_bits
 from .quantize.solver import ActParams, int16_classes, solve, told_apart
 from .quantize import stats_ir
 from .report.layers import LayerError, add_sums, error_sums, from_sums
+from .runtime.interpreter import available_cpus
 from .rewrite import RewriteStats
 
 HELD_OUT = 32   # calibration samples set aside to measure a budget on (Config.budget)
@@ -87,12 +88,26 @@ def make_engine(fn: Function, names: Sequence[str], engine: str):
         except (ImportError, QuantirError) as e:
             import warnings
             warnings.warn(f"ONNX Runtime cannot run this model ({e}); calibrating with the numpy interpreter")
-    from .runtime import run
+    from .runtime import Interpreter
 
     class _Interpreter:
+        def __init__(self):
+            self._interpreter = Interpreter(fn)
+
         def run(self, feeds):
-            return run(fn, feeds, intermediates=list(names))
+            return self._interpreter.run(feeds, intermediates=list(names))
+
+        def run_all(self, batches, workers=None):
+            return self._interpreter.run_all(batches, intermediates=list(names), workers=workers)
     return _Interpreter()
+
+
+def _run_all(engine, batches, workers: int | None) -> list[dict]:
+    """Every batch through ``engine``: on ``workers`` threads where it is the interpreter (ONNX
+    Runtime runs its own threads)."""
+    if hasattr(engine, "run_all"):
+        return engine.run_all(batches, workers)
+    return [engine.run(b) for b in batches]
 
 
 @dataclass
@@ -480,10 +495,8 @@ def _budget_measure(fn, statistics, config, budget):
     def measure(int_fn: Function) -> tuple[float, bool]:
         run_int = make_engine(int_fn, [], config.integer_engine)
         pairs = list(zip(float_names, output_names(int_fn)))
-        got = []
-        for b in kept:
-            out = run_int.run(b)
-            got.append({n: np.asarray(out[m], np.float32) for n, m in pairs})
+        got = [{n: np.asarray(out[m], np.float32) for n, m in pairs}
+               for out in _run_all(run_int, kept, config.workers)]
         return score(budget, reference, got)
     return measure
 
@@ -616,21 +629,23 @@ def _layer_errors(result: Result) -> list[LayerError]:
     # PP-OCRv5 rec's hard-swish inputs at 0.8-5 dB, its worst layers, for values no reader tells apart
     bounds = told_apart(result.annotation)
     # error sums batch by batch (batches may differ in size: dynamic dims); holding every layer's
-    # tensors for every kept sample took tens of GB on a detector
+    # tensors for every kept sample took tens of GB on a detector, so only ``workers`` batches are held
     sums: dict[str, np.ndarray] = {}
-    for batch in kept:
-        ref = engine.run(batch)
-        got = integer.run(batch)
-        for n in wanted:
-            p = params[n]
-            q = np.asarray(got[integer_name(n)]).astype(np.int64)
-            deq = np.float32(p.scale) * (q - p.zero_point).astype(np.float32)
-            r = np.asarray(ref[n])
-            if n in bounds:
-                r, deq = np.clip(r, *bounds[n]).astype(r.dtype), np.clip(deq, *bounds[n]).astype(deq.dtype)
-            s = error_sums(r, deq)
-            sums[n] = add_sums(sums[n], s) if n in sums else s
-        del ref, got
+    workers = result.config.workers or available_cpus()
+    for start in range(0, len(kept), workers):   # the integer side a few batches at a time (run_all)
+        group = kept[start:start + workers]
+        for batch, got in zip(group, _run_all(integer, group, workers)):
+            ref = engine.run(batch)
+            for n in wanted:
+                p = params[n]
+                q = np.asarray(got[integer_name(n)]).astype(np.int64)
+                deq = np.float32(p.scale) * (q - p.zero_point).astype(np.float32)
+                r = np.asarray(ref[n])
+                if n in bounds:
+                    r, deq = np.clip(r, *bounds[n]).astype(r.dtype), np.clip(deq, *bounds[n]).astype(deq.dtype)
+                s = error_sums(r, deq)
+                sums[n] = add_sums(sums[n], s) if n in sums else s
+            del ref
     out = []
     for n in wanted:
         region = by_name[n]

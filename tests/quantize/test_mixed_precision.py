@@ -81,6 +81,20 @@ def test_a_budget_met_in_int8_promotes_nothing(calibration, int8):
     assert "met: nothing promoted" in r.summary()
 
 
+def test_the_search_on_one_thread_or_several_measures_and_promotes_the_same(calibration, promoted):
+    """``Config.workers`` changes how many samples run at once, nothing the search measures."""
+    assert promoted.config.workers is None   # the default: every CPU
+    one = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="44dB", workers=1))
+    several = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="44dB", workers=3))
+    for r in (one, several):
+        assert [c.names for c in r.promotion.promoted] == [c.names for c in promoted.promotion.promoted]
+        assert (r.promotion.before, r.promotion.after, r.promotion.evaluations) == \
+               (promoted.promotion.before, promoted.promotion.after, promoted.promotion.evaluations)
+        feeds = _padded_batch()
+        np.testing.assert_array_equal(run(r.module, feeds)["y"], run(promoted.module, feeds)["y"])
+    assert one.layer_errors() == several.layer_errors()   # the per-layer report runs a few samples at once too
+
+
 def test_a_budget_far_out_of_reach_keeps_int8_and_says_missed(calibration):
     r = qr.quantize(_model(), calibration, qr.Config(progress=False, budget="200dB"))
     assert not r.promotion.met and not r.promotion.promoted and r.promotion.best_tried > r.promotion.before

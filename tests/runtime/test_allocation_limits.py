@@ -194,3 +194,15 @@ def test_a_dynamic_result_is_checked_from_the_actual_operand_shapes():
         interpreter.run(module, {"arg0": np.ones((2, 1, 4, 4), np.float32)})
     assert str(e.value).startswith("tensor 'y' of 'nn.resize' (node 'big') would need shape [2, 1, 262144, 262144] "
                                    "of float32 = 512 GiB, over the limit of 4 GiB per tensor")
+
+
+def test_run_all_keeps_the_limit_on_every_thread():
+    """``run_all``'s threads start with a fresh context: each must set the run's limit again, or a
+    value-dependent size would be checked against the default instead."""
+    scalar = TensorType((), f32)
+    module = _one_op(nn.RANGE, [scalar] * 3, [], [TensorType((None,), f32)])
+    feeds = [{f"arg{i}": np.array(v, np.float32) for i, v in enumerate(vs)} for vs in ((0, 10, 1), (0, 1000, 1))]
+    runner = interpreter.Interpreter(module, max_tensor_bytes=1024)
+    with pytest.raises(ResourceError, match=r"shape \[1000\] of float32 = 3.91 KiB, over the limit of 1 KiB"):
+        runner.run_all(feeds, workers=2)
+    assert [len(o["y"]) for o in runner.run_all(feeds[:1] * 3, workers=2)] == [10, 10, 10]

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 import pytest
 
-from quantir.errors import ShapeError, UnsupportedOpError
+from quantir.errors import QuantirError, ShapeError, UnsupportedOpError
 from quantir.ir import Function, Module, StringAttr
 from quantir.ir.dialects import func, nn
 from quantir.runtime import FeedError, FeedTypeError, Interpreter, run
@@ -129,3 +129,28 @@ def test_kernel_result_is_checked_against_the_type():
     interp.kernels[relu] = lambda op, x: x.astype(np.float64)
     with pytest.raises(ShapeError, match=r"kernel of 'nn.relu' \(node 'relu0'\) produced dtype float64"):
         interp.run({"x": np.ones((2, 2), np.float32)})
+
+
+def test_run_all_is_run_on_each_feed_in_order():
+    m = chain()
+    runner = Interpreter(m)
+    feeds = [{"x": np.full((2, n), n - 3, np.float32)} for n in (1, 4, 2, 7, 3)]   # every size its own
+    for workers in (1, 2, 3):
+        got = runner.run_all(feeds, intermediates=["doubled"], workers=workers)
+        want = [run(m, f, intermediates=["doubled"]) for f in feeds]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert list(g) == list(w) == ["y", "doubled"]
+            for k in w:
+                np.testing.assert_array_equal(g[k], w[k])
+    assert runner.run_all([], workers=2) == []
+
+
+def test_run_all_raises_the_first_error_in_feed_order():
+    runner = Interpreter(chain())
+    good = {"x": np.ones((2, 3), np.float32)}
+    with pytest.raises(ShapeError, match=r"input 'x' expects rank 2"):
+        runner.run_all([good, {"x": np.ones((2, 2, 1), np.float32)}, {"image": good["x"]}], workers=2)
+    for workers in (0, -1, 1.5, True):
+        with pytest.raises(QuantirError, match=r"workers must be a whole number of at least 1"):
+            runner.run_all([good], workers=workers)

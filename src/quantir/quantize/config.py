@@ -95,6 +95,11 @@ class Config:
     every output's must reach (``"25dB"``), a callback ``(float_outputs, int_outputs) ->
     bool``, or None / ``"off"``. It applies to ``activations="int8"`` without ``int16`` names.
 
+    ``workers``: how many calibration samples the budget's integer runs (each candidate promotion,
+    hessian rounding, a float fallback) put through quantir's interpreter at once, on threads
+    (``Interpreter.run_all``); None (default) uses every CPU this process may run on, 1 runs them one
+    after another. Only the speed changes: every sample's integers are the same.
+
     ``outliers``: the passes that move LayerNorm outlier channels from an activation into the weights
     of the matmuls reading it, before calibration (``quantize.outliers``): ``"fold_layer_norm"`` (γ/β
     into the matmuls) and ``"smooth_layer_norm"`` (SmoothQuant scaling, α per LayerNorm). They apply
@@ -128,6 +133,7 @@ class Config:
     budget: Any = DEFAULT_BUDGET              # output floor for mixed precision: cosine | "25dB" | callback | None
     outliers: tuple[str, ...] | None = ()      # LayerNorm outlier passes, off by default (quantize.outliers; see above)
     mode: Mode = "static"                     # static (calibrated int8/16x8) | dynamic (no data; see above)
+    workers: int | None = None                # threads for the budget's integer runs; None: every CPU (see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:
@@ -168,6 +174,10 @@ class Config:
             if unknown:
                 raise ValueError(f"outliers: unknown pass(es) {unknown}; the passes are {list(OUTLIER_PASSES)} "
                                  f"(None or () turns them off)")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, Integral)
+                                         or self.workers < 1):
+            raise ValueError(f"workers must be a whole number of at least 1, or None for every CPU this process may "
+                             f"use, got {self.workers!r}")
         if self.bias_correction not in ("off", "weights", "empirical"):
             raise ValueError(f"bias_correction must be 'off', 'weights' or 'empirical', got {self.bias_correction!r}")
 

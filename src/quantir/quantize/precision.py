@@ -330,11 +330,25 @@ def at_least_about(a: float, b: float, kind: str) -> bool:
 
 def rounding_sqnr(x: np.ndarray, scale: float, zero_point: int, bits: int) -> tuple[float, float]:
     """(signal power, noise power) of ``x`` against its ``bits``-wide round trip."""
-    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     x = np.asarray(x, np.float64)
-    q = np.clip(np.round(x / scale) + zero_point, lo, hi)
-    err = x - (q - zero_point) * scale
-    return float(np.sum(x * x)), float(np.sum(err * err))
+    return _power(x), _rounding_noise(x, scale, zero_point, bits)
+
+
+def _power(x: np.ndarray) -> float:
+    return float(np.sum(np.square(x)))
+
+
+def _rounding_noise(x: np.ndarray, scale: float, zero_point: int, bits: int) -> float:
+    """``sum((x - round trip)²)`` for float64 ``x``, in place in one scratch array (the ranking runs
+    it on every candidate tensor of every sample)."""
+    t = np.divide(x, scale)
+    np.round(t, out=t)
+    t += zero_point
+    np.clip(t, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, out=t)
+    t -= zero_point
+    t *= scale
+    np.subtract(x, t, out=t)
+    return _power(t)
 
 
 def _db(signal: float, noise: float) -> float:
@@ -379,7 +393,10 @@ def rounding_powers(x: np.ndarray, param: tuple[float, int, float, float],
     if told_apart is not None:
         x = np.clip(x, *told_apart)
     scale, zp, lo, hi = param
-    return np.array([*rounding_sqnr(x, scale, zp, 8), *rounding_sqnr(x, range_params(lo, hi, 16)[0], 0, 16)])
+    x = np.asarray(x, np.float64)
+    signal = _power(x)
+    return np.array([signal, _rounding_noise(x, scale, zp, 8), signal,
+                     _rounding_noise(x, range_params(lo, hi, 16)[0], 0, 16)])
 
 
 def rank(classes: dict[int, list[str]], powers: dict[str, np.ndarray]) -> list[Candidate]:

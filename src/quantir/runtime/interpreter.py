@@ -17,6 +17,12 @@ Design notes
   therefore limits BLAS to ``blas_threads`` (default 1) while it runs, through
   ``threadpoolctl`` when that package is installed (it is not required; without it the BLAS
   default stays). ``blas_threads=None`` leaves the setting alone.
+- Many samples: ``run_all`` runs independent feeds on a few threads, one sample each. The time is
+  in numpy passes, BLAS and the compiled loops, which release the GIL; so threads, not processes
+  (no copy of the module or its weights): ddddocr's detector, 8 scenes, 2.40 s on one thread,
+  1.46 s on two. The BLAS cap is set once around the pool (``threadpoolctl``'s limits are
+  process-wide: threads setting and restoring them would race), and each thread has its own
+  tensor limit (a context variable).
 - Sizes come from the model file, so they are checked before memory is spent
   (``kernels.limits``): a result whose static type is over ``max_tensor_bytes`` (default
   4 GiB) is refused with a ``ResourceError`` before its kernel runs, and kernels whose sizes
@@ -25,6 +31,8 @@ Design notes
 from __future__ import annotations
 
 import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -130,6 +138,26 @@ class Interpreter(NamedIO):
         with _blas_limit(blas_threads), tensor_limit(self.max_tensor_bytes):
             return self._run(feeds, outputs, intermediates)
 
+    def run_all(self, feeds: Iterable[Mapping[str, np.ndarray]], *, outputs: Sequence[str] | None = None,
+                intermediates: Sequence[str] | str | None = None, workers: int | None = None,
+                blas_threads: int | None = 1) -> list[dict[str, np.ndarray]]:
+        """``run`` on each feed dict, ``workers`` samples at a time on threads (None: every CPU this
+        process may use, ``available_cpus``); the results in the feeds' order. The first error
+        (in that order) is raised, as a loop of ``run`` would raise it."""
+        batch = list(feeds)
+        workers = available_cpus() if workers is None else workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise QuantirError(f"workers must be a whole number of at least 1 (or None: every CPU), got {workers!r}")
+
+        def one(f):
+            with tensor_limit(self.max_tensor_bytes):
+                return self._run(f, outputs, intermediates)
+        with _blas_limit(blas_threads):
+            if workers == 1 or len(batch) < 2:
+                return [one(f) for f in batch]
+            with ThreadPoolExecutor(min(workers, len(batch)), thread_name_prefix="quantir-run") as pool:
+                return list(pool.map(one, batch))
+
     def _run(self, feeds, outputs, intermediates) -> dict[str, np.ndarray]:
         checked = check_feeds(self.inputs, feeds)
         env: dict[Value, np.ndarray] = {arg: checked[name] for name, arg in self.inputs}
@@ -220,6 +248,14 @@ def run(module: Module | Function, feeds: Mapping[str, np.ndarray], *, outputs: 
     """
     interpreter = Interpreter(module, max_tensor_bytes=max_tensor_bytes, float_arithmetic=float_arithmetic)
     return interpreter.run(feeds, outputs=outputs, intermediates=intermediates, blas_threads=blas_threads)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # macOS, Windows
+        return max(1, os.cpu_count() or 1)
 
 
 def _blas_limit(threads: int | None):

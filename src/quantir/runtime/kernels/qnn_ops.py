@@ -8,6 +8,7 @@ QUANTIZE rounding (float32 division, ties away from zero); ``quant.dcast`` is DE
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from .limits import check_allocation
 
 # Prepared parameters per op, dropped with the op.
 _prepared: "weakref.WeakKeyDictionary[Operation, Any]" = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
 
 
 def prepare_once(op: Operation, build: Callable[[], Any], key: Any = ()) -> Any:
@@ -30,14 +32,17 @@ def prepare_once(op: Operation, build: Callable[[], Any], key: Any = ()) -> Any:
     element count): one module may run at 8x8 and then at 2x2. numerics refuses arguments it
     cannot represent with a ValueError (an infinite multiplier, a table entry past int64: scales
     from a corrupt file); here that is the op's parameters, so it becomes a QKernelError naming it."""
-    per_key = _prepared.setdefault(op, {})
-    if key not in per_key:
-        try:
-            per_key[key] = build()
-        except ValueError as e:
-            raise qk.QKernelError(f"{quote_name(op.label or op.name)} ({op.name}): its quantization parameters "
-                                  f"cannot be prepared: {e}") from None
-    return per_key[key]
+    with _prepared_lock:   # Interpreter.run_all: several threads may reach one op first
+        per_key = _prepared.setdefault(op, {})
+        if key in per_key:
+            return per_key[key]
+    try:
+        built = build()     # outside the lock: a deterministic function of the op, so a race builds it twice at worst
+    except ValueError as e:
+        raise qk.QKernelError(f"{quote_name(op.label or op.name)} ({op.name}): its quantization parameters "
+                              f"cannot be prepared: {e}") from None
+    with _prepared_lock:
+        return per_key.setdefault(key, built)
 
 
 def _q(t) -> QuantizedType:
