@@ -110,6 +110,56 @@ def _run_all(engine, batches, workers: int | None) -> list[dict]:
     return [engine.run(b) for b in batches]
 
 
+def _rows_of(arrays) -> set[int]:
+    """The sizes of axis 0 of ``arrays`` (a scalar has none: -1)."""
+    return {np.shape(a)[0] if np.ndim(a) else -1 for a in arrays}
+
+
+def _batch_dynamic(fn: Function) -> bool:
+    """Every input of ``fn`` takes any number of rows on axis 0 (so a part of a batch can be fed)."""
+    shapes = [getattr(a.type, "shape", None) for a in fn.arguments]
+    return bool(shapes) and all(s is not None and len(s) > 0 and s[0] is None for s in shapes)
+
+
+def _run_split(engine, batches: list[dict], workers: int | None, like: list[dict]) -> list[dict]:
+    """``_run_all``, with a batch of several samples cut along axis 0 into up to ``workers`` parts
+    that run at once and are joined again: calibration stacks same-size samples into one batch
+    (a dynamic batch dimension), which ``run_all`` alone would run on one thread. An output need not
+    keep the samples on axis 0 (a recognizer's ``[T, N, C]``), so a batch is cut only where every
+    output of ``like`` (the float outputs of the same batches) has as many rows as the batch has
+    samples, and joined only where every output of every part has as many rows as the part (a size
+    that does not follow the batch cannot equal both); otherwise it runs whole. A sample's integers
+    do not depend on the other samples of its batch (calibration holds samples out by rows of
+    axis 0 on the same assumption), so the result is the whole batch's."""
+    workers = workers or available_cpus()
+    if not hasattr(engine, "run_all") or workers < 2:
+        return _run_all(engine, batches, workers)
+    parts, sizes = [], []
+    for batch, ref in zip(batches, like):
+        n = next(iter(batch.values())).shape[0] if batch else 0
+        if n < 2 or _rows_of(batch.values()) != {n} or _rows_of(ref.values()) != {n}:
+            parts.append(batch)
+            sizes.append(None)
+            continue
+        cuts = [len(c) for c in np.array_split(np.arange(n), min(workers, n))]
+        starts = np.cumsum([0] + cuts)
+        parts += [{k: a[s:s + c] for k, a in batch.items()} for s, c in zip(starts, cuts)]
+        sizes.append(cuts)
+    outs = engine.run_all(parts, workers)
+    joined, i = [], 0
+    for batch, cuts in zip(batches, sizes):
+        if cuts is None:
+            joined.append(outs[i])
+            i += 1
+            continue
+        mine, i = outs[i:i + len(cuts)], i + len(cuts)
+        if all(_rows_of(o.values()) == {c} for o, c in zip(mine, cuts)):
+            joined.append({k: np.concatenate([o[k] for o in mine]) for k in mine[0]})
+        else:
+            joined.append(engine.run(batch))
+    return joined
+
+
 @dataclass
 class Result:
     """The integer module and everything that explains it."""
@@ -496,7 +546,8 @@ def _budget_measure(fn, statistics, config, budget):
         run_int = make_engine(int_fn, [], config.integer_engine)
         pairs = list(zip(float_names, output_names(int_fn)))
         got = [{n: np.asarray(out[m], np.float32) for n, m in pairs}
-               for out in _run_all(run_int, kept, config.workers)]
+               for out in (_run_split(run_int, kept, config.workers, reference) if _batch_dynamic(int_fn)
+                           else _run_all(run_int, kept, config.workers))]
         return score(budget, reference, got)
     return measure
 
