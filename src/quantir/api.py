@@ -121,19 +121,19 @@ def _batch_dynamic(fn: Function) -> bool:
     return bool(shapes) and all(s is not None and len(s) > 0 and s[0] is None for s in shapes)
 
 
-def _run_split(engine, batches: list[dict], workers: int | None, like: list[dict]) -> list[dict]:
+def _run_split(engine, batches: list[dict], workers: int | None, like: list[dict]) -> tuple[list[dict], list[int]]:
     """``_run_all``, with a batch of several samples cut along axis 0 into up to ``workers`` parts
     that run at once and are joined again: calibration stacks same-size samples into one batch
     (a dynamic batch dimension), which ``run_all`` alone would run on one thread. An output need not
     keep the samples on axis 0 (a recognizer's ``[T, N, C]``), so a batch is cut only where every
-    output of ``like`` (the float outputs of the same batches) has as many rows as the batch has
-    samples, and joined only where every output of every part has as many rows as the part (a size
-    that does not follow the batch cannot equal both); otherwise it runs whole. A sample's integers
-    do not depend on the other samples of its batch (calibration holds samples out by rows of
-    axis 0 on the same assumption), so the result is the whole batch's."""
+    input and every output of ``like`` (the expected outputs of the same batches, keyed as
+    ``engine``'s) has as many rows as the batch has samples, and joined only where every output of
+    every part has as many rows as the part and the joined outputs have ``like``'s shapes;
+    otherwise it runs whole. Returns the outputs and the indices of the batches that were cut (whose
+    equality with a whole run the caller checks once: ``_budget_measure``)."""
     workers = workers or available_cpus()
     if not hasattr(engine, "run_all") or workers < 2:
-        return _run_all(engine, batches, workers)
+        return _run_all(engine, batches, workers), []
     parts, sizes = [], []
     for batch, ref in zip(batches, like):
         n = next(iter(batch.values())).shape[0] if batch else 0
@@ -146,18 +146,21 @@ def _run_split(engine, batches: list[dict], workers: int | None, like: list[dict
         parts += [{k: a[s:s + c] for k, a in batch.items()} for s, c in zip(starts, cuts)]
         sizes.append(cuts)
     outs = engine.run_all(parts, workers)
-    joined, i = [], 0
-    for batch, cuts in zip(batches, sizes):
-        if cuts is None:
+    joined, cut, i = [], [], 0
+    for j, (batch, ref, parts_of) in enumerate(zip(batches, like, sizes)):
+        if parts_of is None:
             joined.append(outs[i])
             i += 1
             continue
-        mine, i = outs[i:i + len(cuts)], i + len(cuts)
-        if all(_rows_of(o.values()) == {c} for o, c in zip(mine, cuts)):
-            joined.append({k: np.concatenate([o[k] for o in mine]) for k in mine[0]})
+        mine, i = outs[i:i + len(parts_of)], i + len(parts_of)
+        together = {k: np.concatenate([o[k] for o in mine]) for k in mine[0]} \
+            if all(_rows_of(o.values()) == {c} for o, c in zip(mine, parts_of)) else None
+        if together is not None and all(np.shape(together.get(k)) == np.shape(v) for k, v in ref.items()):
+            joined.append(together)
+            cut.append(j)
         else:
             joined.append(engine.run(batch))
-    return joined
+    return joined, cut
 
 
 @dataclass
@@ -542,12 +545,24 @@ def _budget_measure(fn, statistics, config, budget):
     engine = make_engine(fn, [], config.engine)
     reference = [{n: np.asarray(engine.run(b)[n]) for n in float_names} for b in kept]
 
+    split = {"checked": False, "same": False}   # does cutting a batch give the whole batch's integers?
+
     def measure(int_fn: Function) -> tuple[float, bool]:
         run_int = make_engine(int_fn, [], config.integer_engine)
         pairs = list(zip(float_names, output_names(int_fn)))
-        got = [{n: np.asarray(out[m], np.float32) for n, m in pairs}
-               for out in (_run_split(run_int, kept, config.workers, reference) if _batch_dynamic(int_fn)
-                           else _run_all(run_int, kept, config.workers))]
+        if _batch_dynamic(int_fn) and (split["same"] or not split["checked"]):
+            outs, cut = _run_split(run_int, kept, config.workers,
+                                   [{m: r[n] for n, m in pairs} for r in reference])
+            if cut and not split["checked"]:
+                # once, on the first module: a model that mixes the samples of a batch (a reduction
+                # over axis 0) gives other integers when cut; then its batches run whole from here on
+                whole = {j: run_int.run(kept[j]) for j in cut}
+                split["same"] = all(np.array_equal(outs[j][k], w[k]) for j, w in whole.items() for k in w)
+                outs = [whole.get(j, o) for j, o in enumerate(outs)]
+            split["checked"] = split["checked"] or bool(cut)
+        else:
+            outs = _run_all(run_int, kept, config.workers)
+        got = [{n: np.asarray(out[m], np.float32) for n, m in pairs} for out in outs]
         return score(budget, reference, got)
     return measure
 

@@ -42,18 +42,59 @@ class _Spy:
 @pytest.mark.parametrize("time_major", [False, True])
 def test_a_stacked_batch_is_cut_only_where_every_output_keeps_the_samples_on_axis_0(time_major):
     rng = np.random.default_rng(1)
-    samples = [rng.standard_normal((1, 4, 6)).astype(np.float32) for _ in range(12)]
+    samples = [rng.standard_normal((1, 4, 6)).astype(np.float32) for _ in range(16)]
     r = qr.quantize(_model(time_major), [{"x": s} for s in samples], qr.Config(progress=False, budget=None))
     batch = {"x": np.concatenate(samples[:7])}
     assert api._batch_dynamic(r.module.main)
-    reference = [api.make_engine(r.float_function, [], "ort").run(batch)]
     spy = _Spy(r.module.main)
-    got = api._run_split(spy, [batch], 3, reference)
     whole = api.make_engine(r.module.main, [], "interpreter").run(batch)
+    got, cut = api._run_split(spy, [batch], 3, [{k: np.zeros_like(v) for k, v in whole.items()}])
     assert list(got[0]) == list(whole)
     for k in whole:
         np.testing.assert_array_equal(got[0][k], whole[k])
-    assert spy.sizes == ([7] if time_major else [3, 2, 2])
+    assert (spy.sizes, cut) == (([7], []) if time_major else ([3, 2, 2], [0]))
+
+
+def test_parts_whose_outputs_do_not_join_into_the_expected_shapes_run_whole():
+    """An input that is not per sample but has as many rows (indices for a Gather along axis 1):
+    cut, each part's output has its own part's rows on axis 0 but fewer columns."""
+    rng = np.random.default_rng(3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, ["K"])
+    w = numpy_helper.from_array(rng.standard_normal((6, 6)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("Gather", ["h", "i"], ["y"], axis=1, name="g")], "g", [x, i],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "K"])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    n = 16
+    feeds = {"x": rng.standard_normal((n, 6)).astype(np.float32), "i": rng.integers(0, 6, size=n)}
+    r = qr.quantize(model, feeds, qr.Config(progress=False, budget=None))
+    spy = _Spy(r.module.main)
+    whole = api.make_engine(r.module.main, [], "interpreter").run(feeds)
+    got, cut = api._run_split(spy, [feeds], 2, [whole])
+    assert cut == [] and spy.sizes == [8, 8, 16]
+    for k in whole:
+        np.testing.assert_array_equal(got[0][k], whole[k])
+
+
+def test_a_model_that_mixes_the_samples_of_a_batch_is_measured_on_whole_batches():
+    """y = (x - mean over the batch) @ W: cut, its parts would each take their own mean. The first
+    measurement finds that out and the search measures what one thread measures."""
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((8, 5)).astype(np.float32), "w")
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1, name="mean"),
+             helper.make_node("Sub", ["x", "m"], ["c"], name="sub"),
+             helper.make_node("MatMul", ["c", "w"], ["y"], name="mm")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = (rng.standard_normal((96, 8)) * rng.uniform(0.1, 3, size=8)).astype(np.float32)
+    figures = []
+    for workers in (1, 2):
+        r = qr.quantize(model, {"x": x}, qr.Config(progress=False, budget="60dB", workers=workers))
+        p = r.promotion
+        figures.append((p.before, p.after, p.evaluations, [c.names for c in p.promoted]))
+    assert figures[0] == figures[1]
 
 
 def test_a_static_batch_runs_as_given():
