@@ -201,7 +201,7 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     assert set(rounding) == {"nearest", "hessian", "metric", "kept"}   # --weight-rounding auto, the default
     assert rounding["kept"] == ("hessian" if rounding["hessian"] >= 44 else "nearest")
     assert main(args + ["-o", str(tmp_path / "n.onnx"), "--budget", "44dB", "--weight-rounding", "nearest",
-                        "--summary", str(tmp_path / "n.json")]) == 0
+                        "--workers", "1", "--summary", str(tmp_path / "n.json")]) == 0
     nearest = json.loads((tmp_path / "n.json").read_text())
     assert "weight_rounding" not in nearest and nearest["mixed_precision"]["with_promotions"] == rounding["nearest"]
     assert main(args + ["-o", str(tmp_path / "b.onnx"), "--budget", "off", "--int16", "scores",
@@ -209,6 +209,11 @@ def test_the_cli_takes_a_budget_and_int16_names(tmp_path, capsys):
     assert "mixed_precision" not in json.loads((tmp_path / "b.json").read_text())
     assert main(args + ["-o", str(tmp_path / "c.onnx"), "--budget", "fast"]) != 0
     assert "budget 'fast' is not understood" in capsys.readouterr().err
+    assert not (tmp_path / "c.onnx").exists()
+    for bad, why in (("0", "must be at least 1, got 0"), ("two", "expected a whole number, got 'two'")):
+        with pytest.raises(SystemExit) as exit_:
+            main(args + ["-o", str(tmp_path / "c.onnx"), "--workers", bad])
+        assert exit_.value.code == 2 and f"--workers: {why}" in capsys.readouterr().err
     assert not (tmp_path / "c.onnx").exists()
 
 
