@@ -667,6 +667,9 @@ def _user_stacklevel() -> int:
     return level
 
 
+LAYER_REPORT_WORKERS = 2   # batches whose every layer the per-layer report holds at once
+
+
 def _layer_errors(result: Result) -> list[LayerError]:
     """Per region output: float (the fast fp32 executor) against the integer module as the
     target computes it (``Config.integer_engine``: the interpreter, or ONNX Runtime on the QDQ
@@ -695,9 +698,10 @@ def _layer_errors(result: Result) -> list[LayerError]:
     # PP-OCRv5 rec's hard-swish inputs at 0.8-5 dB, its worst layers, for values no reader tells apart
     bounds = told_apart(result.annotation)
     # error sums batch by batch (batches may differ in size: dynamic dims); holding every layer's
-    # tensors for every kept sample took tens of GB on a detector, so only ``workers`` batches are held
+    # tensors for every kept sample took tens of GB on a detector, so at most LAYER_REPORT_WORKERS
+    # batches are held at once, however many CPUs the machine has
     sums: dict[str, np.ndarray] = {}
-    workers = result.config.workers or available_cpus()
+    workers = min(result.config.workers or available_cpus(), LAYER_REPORT_WORKERS)
     for start in range(0, len(kept), workers):   # the integer side a few batches at a time (run_all)
         group = kept[start:start + workers]
         for batch, got in zip(group, _run_all(integer, group, workers)):
