@@ -545,21 +545,21 @@ def _budget_measure(fn, statistics, config, budget):
     engine = make_engine(fn, [], config.engine)
     reference = [{n: np.asarray(engine.run(b)[n]) for n in float_names} for b in kept]
 
-    split = {"checked": False, "same": False}   # does cutting a batch give the whole batch's integers?
+    cut_is_whole: bool | None = None   # does a cut batch give the whole batch's integers? (None: not yet seen)
 
     def measure(int_fn: Function) -> tuple[float, bool]:
+        nonlocal cut_is_whole
         run_int = make_engine(int_fn, [], config.integer_engine)
         pairs = list(zip(float_names, output_names(int_fn)))
-        if _batch_dynamic(int_fn) and (split["same"] or not split["checked"]):
+        if _batch_dynamic(int_fn) and cut_is_whole is not False:
             outs, cut = _run_split(run_int, kept, config.workers,
                                    [{m: r[n] for n, m in pairs} for r in reference])
-            if cut and not split["checked"]:
-                # once, on the first module: a model that mixes the samples of a batch (a reduction
+            if cut and cut_is_whole is None:
+                # once, on the first module cut: a model that mixes the samples of a batch (a reduction
                 # over axis 0) gives other integers when cut; then its batches run whole from here on
                 whole = {j: run_int.run(kept[j]) for j in cut}
-                split["same"] = all(np.array_equal(outs[j][k], w[k]) for j, w in whole.items() for k in w)
+                cut_is_whole = all(np.array_equal(outs[j][k], w[k]) for j, w in whole.items() for k in w)
                 outs = [whole.get(j, o) for j, o in enumerate(outs)]
-            split["checked"] = split["checked"] or bool(cut)
         else:
             outs = _run_all(run_int, kept, config.workers)
         got = [{n: np.asarray(out[m], np.float32) for n, m in pairs} for out in outs]

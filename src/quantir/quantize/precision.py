@@ -328,12 +328,6 @@ def at_least_about(a: float, b: float, kind: str) -> bool:
     return a >= b
 
 
-def rounding_sqnr(x: np.ndarray, scale: float, zero_point: int, bits: int) -> tuple[float, float]:
-    """(signal power, noise power) of ``x`` against its ``bits``-wide round trip."""
-    x = np.asarray(x, np.float64)
-    return _power(x), _rounding_noise(x, scale, zero_point, bits)
-
-
 def _power(x: np.ndarray) -> float:
     return float(np.sum(np.square(x)))
 
