@@ -22,6 +22,10 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
   correction; ``subset_size`` = every calibration sample, one sample per dataset item) on the same
   samples: its accuracy in ONNX Runtime, its quantize seconds (``--no-nncf`` leaves it out;
   ``make bench`` installs NNCF);
+* the QOperator export: its QuantizeLinear count (one per input is issue 14's bar), what it computes
+  in float and why, its accuracy in ONNX Runtime (int16 ops as LiteRT's 16x8 arithmetic in ONNX
+  Runtime's integer ops, exact; int8 ops ONNX Runtime's QLinear kernels, within a step) and its
+  latency against fp32 (the int16 emulation is exact, not fast);
 * ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
   best of its QDQ exports with int8 and uint8 activation storage), ORT's quantize_static model
   (the best of its QInt8 and QUInt8 activation forms) and NNCF's (all are in the JSON), median of
@@ -199,15 +203,19 @@ def measure(model, args, work: Path) -> dict:
         try:
             requantized: list = []
             save_quantized(result.module, path, format=fmt, activations=act, requantized=requantized)
-            session(path).run(None, {feed: evaluate[0]})
-            if fmt == "qdq":
-                paths[key] = path
-            else:
+            q = session(path)
+            q.run(None, {feed: evaluate[0]})
+            paths[key] = path
+            if fmt == "qoperator":
                 import onnx
                 row["qoperator_quantize_linear"] = sum(n.op_type == "QuantizeLinear"
                                                        for n in onnx.load(str(path)).graph.node)
                 # what it computes in float, and why (the warning of a save): {why: count}
                 row["qoperator_requantized"] = dict(collections.Counter(why for _, _, why in requantized))
+                # int16 ops are LiteRT's 16x8 arithmetic in ONNX Runtime's integer ops (exact, not fast),
+                # int8 ops ONNX Runtime's QLinear kernels (within a step): its own accuracy figures
+                row["accuracy_ort_qoperator"] = score([q.run(None, {feed: b}) for b in evaluate])
+                row["meets_criteria_ort_qoperator"] = meets(model.kind, row["accuracy_ort_qoperator"])
         except Exception as e:  # noqa: BLE001
             row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     return finish(row, paths, evaluate, feed, args)
@@ -220,6 +228,8 @@ def finish(row: dict, paths: dict, evaluate: list, feed: str, args) -> dict:
         row["latency_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         return row
     row["latency_ms"] = ms
+    if "quantir_qoperator" in ms:
+        row["quantir_qoperator_latency_ratio"] = ms["quantir_qoperator"] / ms["fp32"]
     ours = {k: v for k, v in ms.items() if k.startswith("quantir_qdq")}
     if ours:
         best = min(ours, key=ours.get)
@@ -265,6 +275,10 @@ def table(rows: dict) -> str:
         elif "nncf_accuracy" in r:
             lines.append(f"{'':20}NNCF: {_figure(r['nncf_accuracy'])}, quantize {r['nncf_quantize_seconds']:.1f} s, "
                          f"int8/fp32 latency {r.get('nncf_int8_latency_ratio', nan):.2f}")
+        if "qoperator_quantize_linear" in r:
+            lines.append(f"{'':20}QOperator: {r['qoperator_quantize_linear']} QuantizeLinear, "
+                         f"{_figure(r.get('accuracy_ort_qoperator'))}, "
+                         f"latency/fp32 {r.get('quantir_qoperator_latency_ratio', nan):.2f}")
         for why, n in r.get("qoperator_requantized", {}).items():
             lines.append(f"{'':20}QOperator, {n} op(s) in float: {why[:100]}")
         for f in r["left_float"][:4]:

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
+from tests.backends.onnx.test_qoperator_16bit import on_input_grid
 from quantir.errors import CalibrationError, QuantizationWarning
 from quantir.ir.dialects import arith, quant
 from quantir.quantize import check
@@ -186,31 +187,54 @@ def test_the_qdq_export_is_int16_and_runs_in_onnx_runtime(block, tmp_path):
     assert _sqnr(want, got) > _sqnr(want, _output(results["int8"].module, HELD_OUT)) + 20.0
 
 
-def test_the_qoperator_export_says_which_ops_it_computes_in_float_and_why(block, tmp_path):
-    """ONNX Runtime's QLinear ops are 8-bit: int16 ops keep their QDQ form in a QOperator export,
-    and saving one says so (each op's label, grouped by reason); an all-int8 model's save is silent."""
+def test_the_qoperator_export_of_int16_ops_is_integer_and_exact(block, tmp_path):
+    """ONNX Runtime's QLinear ops are 8-bit, so the QOperator export writes the int16 ops' 16x8
+    arithmetic in its integer ops (backends/onnx/sixteen.py): the save is silent, the file has one
+    QuantizeLinear, and ONNX Runtime's output equals the interpreter's."""
     import warnings
+
+    import onnx
     _, results = block
-    with pytest.warns(QuantizationWarning, match=r"QOperator export: \d+ op\(s\) computed in float .* int16 "
-                                                    r"tensors .*QLinear ops are 8-bit"):
-        results["int16"].save(tmp_path / "block16.qop.onnx", format="qoperator")
     with warnings.catch_warnings():
         warnings.simplefilter("error", QuantizationWarning)
-        results["int8"].save(tmp_path / "block8.qop.onnx", format="qoperator")
-    got = ort.InferenceSession(str(tmp_path / "block16.qop.onnx")).run(None, HELD_OUT)[0]
-    assert got.shape == _output(results["int16"].module, HELD_OUT).shape
+        path = results["int16"].save(tmp_path / "block16.qop.onnx", format="qoperator")
+    ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+    assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
+    # the same input integers in both runtimes (on_input_grid says why), then the same integers out
+    grid = {k: on_input_grid(results["int16"].module, v) for k, v in HELD_OUT.items()}
+    got = ort.InferenceSession(str(path)).run(None, grid)[0]
+    np.testing.assert_array_equal(got, _output(results["int16"].module, grid))
+
+
+def _reduce_sum():
+    """ReduceSum, which ONNX Runtime has no int8 kernel for: its QOperator form is DQ → ReduceSum → Q."""
+    nodes = [N("MatMul", ["x", "wq"], ["h"]), N("ReduceSum", ["h", "axes"], ["s"], keepdims=1),
+             N("Add", ["h", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "sum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", S, D])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", S, D])],
+                              [numpy_helper.from_array(np.asarray(INITS[n]), n) for n in ("wq", "axes")])
+    m = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+    m.ir_version = 9
+    return m
 
 
 def test_the_cli_prints_what_a_qoperator_export_computes_in_float(tmp_path, capsys):
+    """A QOperator save that computes an op in float says which and why, one line; the int16 block's
+    says nothing (every op has an integer form)."""
     import onnx
 
     from quantir.cli.main import main
-    onnx.save(_block(), tmp_path / "block.onnx")
     np.savez(tmp_path / "calib.npz", x=np.concatenate([c["x"] for c in CALIBRATION]))
-    assert main(["quantize", str(tmp_path / "block.onnx"), "--data", str(tmp_path / "calib.npz"), "-q",
-                 "--activations", "int16", "--format", "qoperator", "-o", str(tmp_path / "q.onnx")]) == 0
-    err = [line for line in capsys.readouterr().err.splitlines() if "QOperator export" in line]
-    assert len(err) == 1 and err[0].startswith("quantir quantize: warning: QOperator export:") and "8-bit" in err[0]
+    lines = {}
+    for name, model, extra in (("block", _block(), ["--activations", "int16"]), ("sum", _reduce_sum(), [])):
+        onnx.save(model, tmp_path / f"{name}.onnx")
+        assert main(["quantize", str(tmp_path / f"{name}.onnx"), "--data", str(tmp_path / "calib.npz"), "-q",
+                     *extra, "--format", "qoperator", "-o", str(tmp_path / f"{name}.q.onnx")]) == 0
+        lines[name] = [line for line in capsys.readouterr().err.splitlines() if "QOperator export" in line]
+    assert lines["block"] == []
+    (line,) = lines["sum"]
+    assert line.startswith("quantir quantize: warning: QOperator export: 1 op(s) computed in float") and \
+        "ReduceSum" in line, line
 
 
 @pytest.mark.slow

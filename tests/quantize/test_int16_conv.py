@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
+from tests.backends.onnx.test_qoperator_16bit import on_input_grid
 from quantir.ir.dialects import quant
 from quantir.quantize import check
 from quantir.runtime import run
@@ -150,13 +151,19 @@ def test_the_qdq_export_is_int16_and_runs_in_onnx_runtime(cnn, tmp_path):
     assert _sqnr(want, got) > _sqnr(want, _output(results["int8"].module, HELD_OUT)) + 20.0
 
 
-def test_qoperator_export_keeps_int16_convs_in_qdq_form(cnn, tmp_path):
+def test_qoperator_export_writes_int16_convs_as_integer_convs(cnn, tmp_path):
+    """ONNX Runtime has no 16-bit QLinearConv: each 16x8 conv is two ConvInteger on the input's bytes
+    and LiteRT's 64-bit requantization (backends/onnx/sixteen.py), equal to the interpreter."""
     import onnx
     want, results = cnn
     path = tmp_path / "cnn16_qop.onnx"
     results["int16"].save(path, format="qoperator")
     model = onnx.load(path)
-    ops = {n.op_type for n in model.graph.node}
-    assert "QLinearConv" not in ops and "Conv" in ops
-    got = ort.InferenceSession(str(path)).run(None, HELD_OUT)[0]
+    ops = [n.op_type for n in model.graph.node]
+    assert "QLinearConv" not in ops and "Conv" not in ops and ops.count("ConvInteger") == 12
+    assert ops.count("QuantizeLinear") == 1
+    # the same input integers in both runtimes (on_input_grid says why), then the same integers out
+    grid = {k: on_input_grid(results["int16"].module, v) for k, v in HELD_OUT.items()}
+    got = ort.InferenceSession(str(path)).run(None, grid)[0]
+    np.testing.assert_array_equal(got, _output(results["int16"].module, grid))
     assert _sqnr(want, got) > _sqnr(want, _output(results["int8"].module, HELD_OUT)) + 20.0

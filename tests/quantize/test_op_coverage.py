@@ -129,3 +129,15 @@ def test_data_movement_ops_have_declarations_or_are_listed():
     # the nn ops whose kernels copy stored integers and that a pattern quantizes are declared
     for opdef in (nn.RESHAPE, nn.FLATTEN, nn.TRANSPOSE, nn.SQUEEZE, nn.UNSQUEEZE, nn.SLICE):
         assert ops.declaration_for(opdef) is not None, opdef.name
+
+
+def test_every_op_with_a_16x8_kernel_has_an_integer_qoperator_form():
+    """A declaration with ``int16=True`` (LiteRT has its 16x8 kernel) needs a converter in the QOperator
+    export's int16 table (``qoperator.WIDE``: sixteen.py, a 65,536-entry table, or data movement) that
+    is not the QDQ form, or a promoted model's QOperator export quantizes again after it."""
+    from quantir.backends.onnx import tables
+    forgotten = [d.name for d in ops.DECLARATIONS.values()
+                 if getattr(d, "int16", False) and d.opdef not in ONNX_BUILDER_CASTS
+                 and qoperator.WIDE.get(d.opdef, qdq.CONVERT.get(d.opdef)) is qdq.CONVERT.get(d.opdef)]
+    assert forgotten == []
+    assert qoperator.WIDE[qnn.LOGISTIC] is tables.lookup

@@ -235,12 +235,16 @@ def test_tflite_bit_exact_with_builtin_ref(name, quantized, tmp_path):
 def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp_path):
     """PP-OCRv6 tiny rec's int8 outputs miss the default budget on its calibration lines, so the
     default quantization promotes tensors to int16 (convs included since they have a 16x8 kernel):
-    the QDQ and QOperator exports (ops on int16 keep the QDQ form) run in ONNX Runtime at both
-    sizes, and the .tflite is bit-exact with BUILTIN_REF."""
+    the QDQ and QOperator exports run in ONNX Runtime at both sizes, and the .tflite is bit-exact with
+    BUILTIN_REF. The QOperator export writes the int16 ops in ONNX Runtime's integer ops: one
+    QuantizeLinear, and its outputs equal the interpreter's."""
+    import onnx
     import onnxruntime as ort
 
     import quantir as qr
     from quantir.cli.main import main
+    from quantir.runtime import run
+    from tests.backends.onnx.test_qoperator_16bit import on_input_grid
     model = real_model("ppocrv6_tiny_rec")
     calib = model.inputs(CALIBRATION, seed=0)
     with warnings.catch_warnings():
@@ -253,10 +257,15 @@ def test_the_default_budget_promotes_and_every_export_still_runs(real_model, tmp
     for fmt in ("qdq", "qoperator"):
         path = result.save(tmp_path / f"m.{fmt}.onnx", format=fmt)
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        if fmt == "qoperator":
+            assert [n.op_type for n in onnx.load(str(path)).graph.node].count("QuantizeLinear") == 1
         for shape in model.sizes:
-            x = model.inputs(shape[0], seed=3, shape=shape)
+            x = on_input_grid(result.module, model.inputs(shape[0], seed=3, shape=shape))
             (out,) = sess.run(None, {_input_name(model): x})
             assert np.all(np.isfinite(out))
+            if fmt == "qoperator":
+                np.testing.assert_array_equal(out, run(result.module, {_input_name(model): x})[
+                    _reference(model.path).get_outputs()[0].name])
     path = result.save(tmp_path / "m.tflite")
     np.savez(tmp_path / "in.npz", **{_input_name(model): model.inputs(2, seed=1)})
     assert main(["verify", str(path), "--inputs", str(tmp_path / "in.npz"), "--batch", "1"]) == 0
@@ -294,7 +303,7 @@ DEFAULT_MEETS = {"ppocrv5_det": (CALIBRATION, EVALUATION), "ppocrv5_rec": (CALIB
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(DEFAULT_MEETS))
-def test_default_quantization_meets_the_accuracy_bar(name, real_model):
+def test_default_quantization_meets_the_accuracy_bar(name, real_model, tmp_path):
     """With quantir's defaults (calibration data and nothing else) the integer model meets the bar
     on the evaluation samples and passes the spec check. Measured with 32 calibration and 16
     evaluation samples: PP-OCRv5 det cosine 0.997 / IoU 0.982 (all int8: 0.952 / 0.890), PP-OCRv5
@@ -313,6 +322,11 @@ def test_default_quantization_meets_the_accuracy_bar(name, real_model):
     assert result.spec_report().ok
     figures = _figures(model, result, n_eval)
     assert M.meets(model.kind, figures), figures
+    # the promoted (int16) ops keep their integer form in the QOperator export: one QuantizeLinear per input
+    import onnx
+    path = result.save(tmp_path / f"{name}.qop.onnx", format="qoperator")
+    ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+    assert ops.count("QuantizeLinear") == len(_reference(model.path).get_inputs())
 
 
 # models whose bar the defaults miss but ``--activations int16`` meets: (calibration, evaluation)

@@ -391,10 +391,14 @@ def test_layer_norm_block_exports_with_one_quantize_linear():
         assert np.mean(np.abs(got - want) <= float(out_t.element_type.scale) * 1.001) > 0.9
 
 
-def test_sixteen_bit_operands_keep_the_qdq_form():
-    """A table indexes 8-bit values only: an int16 tanh is still exported, as DQ -> Tanh -> Q."""
+def test_sixteen_bit_operands_index_a_65536_entry_table():
+    """An int16 tanh (LiteRT's 16-bit LUT kernel) is a table over every int16 value: exact on each."""
     t16 = parse_type("!quant.uniform<i16:f32, 0.001:0>")
     module = _float_interface(unary_module("qnn.tanh", t16, parse_type("!quant.uniform<i16:f32, 3.0517578125e-05:0>"),
-                                           {}))
-    types = _node_types(to_onnx_quantized(module, format="qoperator"))
-    assert "Tanh" in types and "GatherElements" not in types, types
+                                           {}, shape=(256, 256)))
+    model = to_onnx_quantized(module, format="qoperator")
+    types = _node_types(model)
+    assert "Tanh" not in types and "GatherElements" in types and types.count("QuantizeLinear") == 1, types
+    x = _grid_floats(TensorType((256, 256), t16), (np.arange(65536) - 32768).astype(np.int16).reshape(256, 256))
+    got = session(model).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, run(module, {"x": x})["y"])

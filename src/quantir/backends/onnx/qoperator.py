@@ -37,8 +37,16 @@ unidirectional_lstm    ms:DynamicQuantizeLSTM with int8 weights on the dequantiz
 =====================  =========================================================================
 
 Which ops are tables is read from the declarations (``tables.is_unary_elementwise``), so a new
-elementwise op gets one without an entry here. The rest takes its QDQ form (``qdq.py``:
-DequantizeLinear → float op → QuantizeLinear):
+elementwise op gets one without an entry here.
+
+An op that reads or writes **int16** (a mixed-precision promotion, ``activations="int16"``) cannot
+take an 8-bit QLinear op: ``WIDE`` gives it LiteRT's 16x8 arithmetic in ONNX Runtime's integer ops
+instead (``sixteen.py``: ConvInteger / MatMulInteger on the int16 values' two bytes and the fixed-
+point requantization in int64 Mul/Add/Mod/Div; elementwise ops as 65,536-entry tables; data movement
+as itself), exact with the interpreter, so a promoted model's export still has one QuantizeLinear per
+input (tests/quantize/test_op_coverage.py holds every op with a 16x8 kernel to it).
+
+The rest takes its QDQ form (``qdq.py``: DequantizeLinear → float op → QuantizeLinear):
 
 - resize_bilinear: ONNX Runtime's Resize(linear) runs on int8, but not with LiteRT's integer
   arithmetic (10-bit fixed-point weights, rounded): measured (ORT 1.32, 9 size/mode cases) up to 2
@@ -61,7 +69,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
-from . import qdq, recurrent, space_batch, tables
+from . import qdq, recurrent, sixteen, space_batch, tables
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
                       scale_array, touches_16_bit, zero_point_array)
 
@@ -444,8 +452,8 @@ _WHY = {
     qnn.MAX_POOL: "a max pool whose input and output parameters differ",
     qnn.PAD: "a pad whose input and output parameters differ",
 }
-SIXTEEN_BIT = ("int16 tensors (mixed precision or activations='int16'): ONNX Runtime's QLinear ops are 8-bit; "
-               "Config(budget=None) (--budget off) gives an all-int8 model")
+SIXTEEN_BIT = ("int16 tensors (mixed precision or activations='int16') with no 16-bit integer form in ONNX "
+               "Runtime's ops (sixteen.py); Config(budget=None) (--budget off) gives an all-int8 model")
 
 
 def why_requantized(op: Operation) -> str:
@@ -466,4 +474,13 @@ def requantized_message(requantized: list[tuple[str, str, str]]) -> str:
             f"QuantizeLinear (their QDQ form). " + "; ".join(parts))
 
 
-__all__ = ["CONVERT", "why_requantized", "requantized_message"]
+# ops on int16 values (the builder's ``wide`` table): LiteRT's 16x8 arithmetic in ONNX Runtime's integer
+# ops (sixteen.py), elementwise ops as 65,536-entry tables, data movement as itself; the rest QDQ
+WIDE = {
+    **qdq.CONVERT,
+    **{opdef: tables.lookup for opdef in tables.qoperator_table() if tables.is_unary_elementwise(opdef)},
+    **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
+    **sixteen.CONVERT,
+}
+
+__all__ = ["CONVERT", "WIDE", "why_requantized", "requantized_message"]

@@ -100,9 +100,10 @@ def convert(module: Module | Function, *, format: str = "qdq", opset: int | None
                                  f"quantize with Config(budget=None) for an all-int8 model")
     if _check_activations(activations) == "uint8":
         fn = uint8_activations(fn)
-    # QOperator: an op on int16 values keeps the QDQ form (ONNX Runtime's QLinear* ops are 8-bit)
+    # QOperator: an op on int16 values takes its integer form in ONNX Runtime's integer ops
+    # (qoperator.WIDE, sixteen.py): ONNX Runtime's QLinear* ops are 8-bit
     builder = Builder(fn, TABLES[f], f, DEFAULT_OPSET if opset is None else int(opset),
-                      wide=TABLES["qdq"] if f == "qoperator" else None)
+                      wide=qoperator.WIDE if f == "qoperator" else None)
     out = builder.run()
     if requantized is not None and f == "qoperator":
         requantized.extend((op.label or base_name(op.results[0]), op.name, qoperator.why_requantized(op))

@@ -11,6 +11,7 @@ input and writes the results as a table that ``GatherElements`` reads:
 op kind                ONNX on the stored integers
 =====================  =========================================================================
 one int8 input         ``table[256][Cast(x, int32)]``
+one int16 input        ``table[65536][Cast(x, int32)]`` (the QOperator export's int16 ops, sixteen.py)
 two int8 inputs        ``table[65536][Cast(a, int32)·256 + Cast(b, int32)]`` (Mul and Add
                        broadcast the two index tensors as the op broadcasts its operands)
 =====================  =========================================================================
@@ -50,6 +51,7 @@ from ...ir import Block, Operation, Value
 from ...ir.dialects import nn, qnn
 from ...ir.opdef import OpDef
 from ...runtime.interpreter import kernel_for
+from ...runtime.qkernels import QKernelError
 from ...runtime.kernels.elementwise import SPLAT_ELEMENTWISE
 from ...types import IntegerType, TensorType, UniformQuantizedType
 from . import qdq
@@ -89,11 +91,11 @@ def is_binary_elementwise(opdef: OpDef) -> bool:
 # -- the tables -----------------------------------------------------------------------------------
 
 def _as_int8(t: TensorType) -> tuple[UniformQuantizedType, int]:
-    """The int8 form of a per-tensor 8-bit type and the offset of its storage (128 for uint8)."""
+    """The signed form of a per-tensor 8- or 16-bit type and the offset of its storage (128 for uint8)."""
     q = qtype(t)
     if not isinstance(q, UniformQuantizedType) or not isinstance(q.storage_type, IntegerType) \
-            or q.storage_type.width != 8:
-        raise UnsupportedOpError(f"a lookup table needs 8-bit per-tensor quantized operands, got {t}")
+            or q.storage_type.width not in (8, 16) or (q.storage_type.width == 16 and not q.is_signed):
+        raise UnsupportedOpError(f"a lookup table needs 8-bit or signed 16-bit per-tensor quantized operands, got {t}")
     if q.is_signed:
         return q, 0
     signed = dataclasses.replace(q, is_signed=True, zero_point=int(q.zero_point) - 128,
@@ -116,17 +118,56 @@ def _run(op: Operation, probe: Operation, arrays: list[np.ndarray]) -> np.ndarra
     kernel = kernel_for(op.opdef)
     if kernel is None:
         raise UnsupportedOpError(f"{op.describe()}: no integer kernel to build its lookup table from")
-    return np.asarray(kernel(probe, *arrays)).astype(np.int16)
+    return np.asarray(kernel(probe, *arrays)).astype(np.int32)
+
+
+def _run_where_defined(op: Operation, probe: Operation, values: np.ndarray) -> np.ndarray:
+    """The kernel on every one of ``values``; an input it refuses (LiteRT fails the invocation: int16
+    RSQRT of a negative value) takes the result of the next larger input it accepts (of the largest, past
+    it), as a table cannot fail. Refused inputs are found by halving, so a contiguous refused range costs a few runs."""
+    defined = np.ones(values.size, bool)
+    out = np.zeros(values.size, np.int32)
+
+    def fill(lo: int, hi: int) -> None:
+        try:
+            out[lo:hi] = _run(op, probe, [values[lo:hi]])
+        except QKernelError:
+            if hi - lo == 1:
+                defined[lo] = False
+                return
+            mid = (lo + hi) // 2
+            fill(lo, mid)
+            fill(mid, hi)
+    fill(0, values.size)
+    if not defined.any():
+        raise UnsupportedOpError(f"{op.describe()}: its kernel refuses every stored input value; no table")
+    if not defined.all():
+        at = np.flatnonzero(defined)
+        nearest = at[np.clip(np.searchsorted(at, np.arange(values.size)), 0, at.size - 1)]
+        out = out[nearest]
+    return out
 
 
 def unary_table(op: Operation) -> np.ndarray:
-    """``op``'s result for each stored input value s, at index ``s mod 256``, in the result's storage."""
-    probe, (offset,), out_offset = _probe(op, [(256,)])
-    stored = np.arange(256, dtype=np.int16) - 128 + offset       # every stored input value
-    y = _run(op, probe, [(stored - offset).astype(np.int8)]) + out_offset
-    table = np.empty(256, np.int16)
-    table[stored % 256] = y
-    return table.astype(np.int8 if out_offset == 0 else np.uint8)
+    """``op``'s result for each stored input value s, at index ``s mod 2^bits`` (256 entries for an 8-bit
+    input, 65,536 for int16), in the result's storage."""
+    probe, (offset,), out_offset = _probe(op, [(_values(op.operands[0]),)])
+    bits = qtype(op.operands[0].type).storage_type.width
+    stored = np.arange(1 << bits, dtype=np.int32) - (1 << (bits - 1)) + offset       # every stored input value
+    y = _run_where_defined(op, probe, (stored - offset).astype(np.int8 if bits == 8 else np.int16)) + out_offset
+    table = np.empty(1 << bits, np.int32)
+    table[stored % (1 << bits)] = y
+    return table.astype(_storage_dtype(op.results[0].type, out_offset))
+
+
+def _values(v: Value) -> int:
+    return 1 << qtype(v.type).storage_type.width
+
+
+def _storage_dtype(t: TensorType, offset: int):
+    if qtype(t).storage_type.width == 16:
+        return np.int16
+    return np.int8 if offset == 0 else np.uint8
 
 
 def pair_table(op: Operation) -> np.ndarray:
@@ -176,16 +217,23 @@ def _gather(b: Builder, op: Operation, table: np.ndarray, index: Value) -> None:
 
 def _eight_bit(op: Operation) -> bool:
     """Every operand and the result 8-bit per tensor: what a 256-entry table indexes."""
+    return _per_tensor(op, (8,))
+
+
+def _per_tensor(op: Operation, widths: tuple[int, ...]) -> bool:
     for v in (*op.operands, *op.results):
         q = qtype(v.type)
-        if not isinstance(q, UniformQuantizedType) or getattr(q.storage_type, "width", None) != 8:
+        if not isinstance(q, UniformQuantizedType) or getattr(q.storage_type, "width", None) not in widths:
+            return False
+        if q.storage_type.width == 16 and not q.is_signed:
             return False
     return True
 
 
 def lookup(b: Builder, op: Operation) -> None:
-    """A unary elementwise qnn op as ``table[Cast(x, int32)]`` (its QDQ form when not 8-bit)."""
-    if not _eight_bit(op):
+    """A unary elementwise qnn op as ``table[Cast(x, int32)]`` (its QDQ form unless its operand and result
+    are 8-bit or signed 16-bit per tensor: an int16 input indexes a 65,536-entry table)."""
+    if not _per_tensor(op, (8, 16)):
         return qdq.CONVERT[op.opdef](b, op)
     _gather(b, op, unary_table(op), _index(b, op.operands[0], op, ""))
 
