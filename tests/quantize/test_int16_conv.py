@@ -152,15 +152,16 @@ def test_the_qdq_export_is_int16_and_runs_in_onnx_runtime(cnn, tmp_path):
 
 
 def test_qoperator_export_writes_int16_convs_as_integer_convs(cnn, tmp_path):
-    """ONNX Runtime has no 16-bit QLinearConv: each 16x8 conv is two ConvInteger on the input's bytes
-    and LiteRT's 64-bit requantization (backends/onnx/sixteen.py), equal to the interpreter."""
+    """ONNX Runtime has no 16-bit QLinearConv: each 16x8 conv is a ConvInteger per 7-bit plane of its
+    input and LiteRT's 64-bit requantization (backends/onnx/sixteen.py), equal to the interpreter."""
     import onnx
     want, results = cnn
     path = tmp_path / "cnn16_qop.onnx"
     results["int16"].save(path, format="qoperator")
     model = onnx.load(path)
     ops = [n.op_type for n in model.graph.node]
-    assert "QLinearConv" not in ops and "Conv" not in ops and ops.count("ConvInteger") == 12
+    # three ConvInteger per conv, one per 7-bit plane of the int16 input (backends/onnx/integer_arith.Planes)
+    assert "QLinearConv" not in ops and "Conv" not in ops and ops.count("ConvInteger") == 18
     assert ops.count("QuantizeLinear") == 1
     # the same input integers in both runtimes (on_input_grid says why), then the same integers out
     grid = {k: on_input_grid(results["int16"].module, v) for k, v in HELD_OUT.items()}

@@ -146,19 +146,53 @@ def test_the_tflite_is_bit_exact_with_litert(quantized, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
 def test_the_onnx_exports_run_in_onnx_runtime_at_two_widths(quantized, tmp_path, fmt):
-    """ONNX Runtime has no integer LSTM: QDQ runs a float LSTM on int8 weights, QOperator its
-    DynamicQuantizeLSTM; both follow quantir's integers to a few int8 steps of the hidden state."""
+    """ONNX Runtime has no LSTM on int8 activations: QDQ runs a float LSTM on int8 weights, within a
+    few int8 steps of quantir's integers; QOperator writes LiteRT's integer recurrence as a Scan of
+    integer ops (backends/onnx/integer_lstm.py): one QuantizeLinear, and the interpreter's integers."""
+    from tests.backends.onnx.test_qoperator_16bit import on_input_grid
     _, r = quantized
     path = r.save(tmp_path / f"m.{fmt}.onnx", format=fmt)
-    if fmt == "qoperator":   # the input's, and one after each DynamicQuantizeLSTM
-        assert [n.op_type for n in onnx.load(path).graph.node].count("QuantizeLinear") == 3
+    if fmt == "qoperator":
+        ops = [n.op_type for n in onnx.load(path).graph.node]
+        assert ops.count("QuantizeLinear") == 1 and ops.count("Scan") == 2, ops
     for width in (12, 20):
-        x = _samples(1, width)[0]
+        x = {k: on_input_grid(r.module, v) for k, v in _samples(1, width)[0].items()}
         ours = qr.run(r.module, x)["y"]
         got = _session(path).run(None, x)[0]
         step = float(qnn.scales_of(next(op for op in r.module.main.ops
                                         if op.opdef is qnn.UNIDIRECTIONAL_LSTM).results[0].type))
         assert got.shape == ours.shape and np.abs(got - ours).max() <= 8 * step
+
+
+def _lstm_alone(tmp_path, batch: int) -> str:
+    """x [T, B, 16] -> bidirectional LSTM -> y [T, 2, B, H], zero states: the LSTM and nothing else."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(size=(2, 4 * HIDDEN, 16)).astype(np.float32) * 0.4, "W"),
+             numpy_helper.from_array(rng.normal(size=(2, 4 * HIDDEN, HIDDEN)).astype(np.float32) * 0.5, "R"),
+             numpy_helper.from_array(rng.normal(size=(2, 8 * HIDDEN)).astype(np.float32) * 0.3, "B")]
+    g = helper.make_graph([helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=HIDDEN,
+                                            direction="bidirectional")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", batch, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = str(tmp_path / "lstm.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)
+    return path
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_qoperator_lstm_is_litert_s_integer_recurrence(tmp_path, batch):
+    """The QOperator export's Scan (backends/onnx/integer_lstm.py) computes the interpreter's integers,
+    forward and reverse, at any sequence length: one QuantizeLinear in the file."""
+    from tests.backends.onnx.test_qoperator_16bit import on_input_grid
+    path = _lstm_alone(tmp_path, batch)
+    r = qr.quantize(path, [{"x": RNG.normal(size=(9, batch, 16)).astype(np.float32)} for _ in range(16)],
+                    qr.Config(progress=False, budget=None))
+    assert sum(op.opdef is qnn.UNIDIRECTIONAL_LSTM for op in r.module.main.ops) == 2
+    out = r.save(tmp_path / "lstm.qop.onnx", format="qoperator")
+    assert [n.op_type for n in onnx.load(out).graph.node].count("QuantizeLinear") == 1
+    for steps in (1, 7, 30):
+        x = {"x": on_input_grid(r.module, RNG.normal(size=(steps, batch, 16)).astype(np.float32) * 1.5)}
+        np.testing.assert_array_equal(_session(out).run(None, x)[0], qr.run(r.module, x)["y"])
 
 
 @pytest.mark.parametrize("attrs, initial, read_state, reason", [

@@ -35,9 +35,6 @@ CALIBRATION, EVALUATION = 8, 8
 
 # (criterion, model) -> why it fails today; each is xfail(strict) until it passes
 GAPS: dict[tuple[str, str], str] = {
-    ("qoperator_casts", "ddddocr_ocr"): ("ONNX Runtime has no LSTM on int8 activations: its DynamicQuantizeLSTM "
-                                         "reads float, so the QOperator export quantizes again after each of the "
-                                         "two integer LSTMs"),
     # accuracy below issue 14's bar with every activation int8 (budget=None; ORT's quantize_static,
     # bench/real_models.py, is as far or farther). The models in DEFAULT_MEETS meet it with the defaults
     # (mixed precision), tested below.

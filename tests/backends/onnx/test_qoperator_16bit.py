@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantir as qr
-from quantir.backends.onnx import save_quantized, sixteen
+from quantir.backends.onnx import integer_arith, save_quantized
 from quantir.backends.onnx.builder import touches_16_bit
 from quantir.ir.dialects import quant
 from quantir.runtime import run
@@ -136,33 +136,15 @@ def test_onnx_runtime_equals_the_interpreter_at_two_sizes(exported):
 
 # -- the fixed-point helpers alone, against quantir.numerics ----------------------------------------
 
-class _OnnxGraph:
-    """Stands in for sixteen's ``_Graph`` builder: the same helpers, writing plain ONNX nodes."""
+class _OnnxGraph(integer_arith.Subgraph):
+    """The helpers writing a standalone graph of input ``x`` (int64), run in ONNX Runtime."""
 
     def __init__(self):
-        self.nodes, self.inits, self.count = [], [], 0
-
-    def node(self, op_type, inputs, element, shape=None, *, what="", **attrs):
-        self.count += 1
-        out = f"t{self.count}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], **attrs))
-        return out
-
-    def const(self, array, what):
-        self.count += 1
-        name = f"c{self.count}"
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    i64 = sixteen._Graph.i64
-    cast = sixteen._Graph.cast
-    binary = sixteen._Graph.binary
-    floor_pot = sixteen._Graph.floor_pot
-    floor_div = sixteen._Graph.floor_div
+        super().__init__("t", 21)
 
     def run(self, out, x):
-        graph = helper.make_graph(self.nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, None)],
-                                  [helper.make_tensor_value_info(out, TensorProto.INT64, None)], self.inits)
+        graph = self.graph("g", [helper.make_tensor_value_info("x", TensorProto.INT64, None)],
+                           [helper.make_tensor_value_info(out, TensorProto.INT64, None)])
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
         m.ir_version = 10
         return session(m).run(None, {"x": x})[0]
@@ -182,7 +164,7 @@ def test_mbqm_equals_litert_s_32_bit_multiply_by_quantized_multiplier(seed):
         x = _int32_edges(rng, 2000)
         x = x[np.abs(x << max(shift, 0)) < (1 << 31)] if shift > 0 else x   # x·2^left within int32
         g = _OnnxGraph()
-        got = g.run(sixteen._mbqm(g, "x", m, shift), x)
+        got = g.run(integer_arith.mbqm(g, "x", m, shift), x)
         np.testing.assert_array_equal(got, multiply_by_quantized_multiplier(x, m, shift), err_msg=f"shift {shift}")
 
 
@@ -196,7 +178,7 @@ def test_mbqm_per_channel_with_some_shifts_zero():
     x[0] = 0
     x[1] = -1
     g = _OnnxGraph()
-    got = g.run(sixteen._mbqm(g, "x", mults, shifts), x)
+    got = g.run(integer_arith.mbqm(g, "x", mults, shifts), x)
     np.testing.assert_array_equal(got, multiply_by_quantized_multiplier(x, mults, shifts))
 
 
@@ -210,7 +192,7 @@ def test_mbqm64_equals_litert_s_64_bit_multiply_by_quantized_multiplier(seed):
         x = rng.integers(-bound + 1, bound, size=(300, 1)).astype(np.int64)
         x[:4, 0] = [0, -1, 1, -(bound - 1)]
         g = _OnnxGraph()
-        got = g.run(sixteen._mbqm64(g, "x", m, shift), x)
+        got = g.run(integer_arith.mbqm64(g, "x", m, shift), x)
         np.testing.assert_array_equal(got, multiply_by_quantized_multiplier_int64(x, m, shift))
 
 
@@ -219,5 +201,5 @@ def test_rounding_divide_by_pot_ties_go_away_from_zero():
     x = np.arange(-70, 71, dtype=np.int64).reshape(-1, 1)
     for e in (1, 2, 3, 6):
         g = _OnnxGraph()
-        got = g.run(sixteen._rdbpot(g, "x", np.int64(e)), x)
+        got = g.run(integer_arith.rdbpot(g, "x", np.int64(e)), x)
         np.testing.assert_array_equal(got, rounding_divide_by_pot(x, e))

@@ -32,8 +32,9 @@ elementwise, 2 inputs  a 65536-entry pair table at ``Cast(a)·256 + Cast(b)``: s
 maximum / minimum      Max / Min on int8 (operands and result share parameters, as LiteRT requires)
 clamp                  Clip on int8 to the exact integer range (equal input/output parameters)
 data movement (nn)     the same op on int8 (Reshape, Flatten, Transpose, Squeeze, ...)
-unidirectional_lstm    ms:DynamicQuantizeLSTM with int8 weights on the dequantized input, then
-                       QuantizeLinear: ONNX Runtime has no LSTM on int8 activations (recurrent.py)
+unidirectional_lstm    a Scan over time of LiteRT's integer recurrence (MatMulInteger, the int16 gate
+                       and cell arithmetic, table sigmoid / tanh; integer_lstm.py): ONNX Runtime has
+                       no LSTM on int8 activations; exact
 =====================  =========================================================================
 
 Which ops are tables is read from the declarations (``tables.is_unary_elementwise``), so a new
@@ -41,7 +42,7 @@ elementwise op gets one without an entry here.
 
 An op that reads or writes **int16** (a mixed-precision promotion, ``activations="int16"``) cannot
 take an 8-bit QLinear op: ``WIDE`` gives it LiteRT's 16x8 arithmetic in ONNX Runtime's integer ops
-instead (``sixteen.py``: ConvInteger / MatMulInteger on the int16 values' two bytes and the fixed-
+instead (``sixteen.py``: ConvInteger / MatMulInteger on the int16 values' 7-bit planes and the fixed-
 point requantization in int64 Mul/Add/Mod/Div; elementwise ops as 65,536-entry tables; data movement
 as itself), exact with the interpreter, so a promoted model's export still has one QuantizeLinear per
 input (tests/quantize/test_op_coverage.py holds every op with a 16x8 kernel to it).
@@ -69,7 +70,7 @@ from ...ir import Operation, Value
 from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
-from . import qdq, recurrent, sixteen, space_batch, tables
+from . import integer_lstm, qdq, sixteen, space_batch, tables
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
                       scale_array, touches_16_bit, zero_point_array)
 
@@ -437,7 +438,7 @@ CONVERT = {
     qnn.MINIMUM: _select(nn.VARIADIC["min"]),
     **{opdef: data_movement for opdef in qnn.DATA_MOVEMENT},
     **space_batch.QOPERATOR,   # the same moves on int8 (space_batch.py)
-    **recurrent.QOPERATOR,     # unidirectional_lstm: DynamicQuantizeLSTM (recurrent.py)
+    qnn.UNIDIRECTIONAL_LSTM: integer_lstm.lstm_qoperator,   # a Scan of LiteRT's integer recurrence
 }
 
 # Why an op takes its QDQ form in this export (``why_requantized``): what the summary of a save says.
@@ -446,7 +447,6 @@ _WHY = {
     qnn.REDUCE_SUM: "ONNX Runtime has no int8 ReduceSum",
     qnn.L2_NORMALIZATION: "ONNX Runtime has no int8 L2 normalization",
     qnn.LOG_SOFTMAX: "ONNX Runtime has no int8 LogSoftmax",
-    qnn.UNIDIRECTIONAL_LSTM: "ONNX Runtime has no LSTM on int8 activations (DynamicQuantizeLSTM reads float)",
     qnn.MEAN: "a mean whose kept and reduced element counts are both dynamic",
     qnn.TRANSPOSE_CONV: "a transpose_conv with computed weights",
     qnn.MAX_POOL: "a max pool whose input and output parameters differ",

@@ -7,14 +7,13 @@ QDQ                    LSTM (forward or reverse) on the dequantized input, with 
                        int8 initializer [1, 4H, K] in ONNX's gate order (i, o, f, c) behind a
                        DequantizeLinear per row (axis 1: the gate's scale repeated H times), the
                        bias dequantized; Squeeze of the direction axis, QuantizeLinear
-QOperator              com.microsoft DynamicQuantizeLSTM with the same int8 W and R ([1, K, 4H],
-                       per-column scales): ONNX Runtime has no LSTM on int8 activations, so the
-                       input is dequantized and the result quantized (one QuantizeLinear each)
+QOperator              LiteRT's integer recurrence as an ONNX Scan of integer ops (integer_lstm.py):
+                       ONNX Runtime has no LSTM on int8 activations
 =====================  =========================================================================
 
-Neither runs LiteRT's integer recurrence (Q3.12 gates, an int16 cell state): ONNX Runtime computes
-the gates in float, so the exports agree with the interpreter to the int8 step of the hidden state
-or so, not to the integer. The .tflite export is the bit-exact one.
+The QDQ form does not run LiteRT's integer recurrence (Q3.12 gates, an int16 cell state): ONNX
+Runtime computes the gates in float, so it agrees with the interpreter to the int8 step of the
+hidden state or so, not to the integer. The QOperator and .tflite exports are the exact ones.
 """
 from __future__ import annotations
 
@@ -104,23 +103,4 @@ def lstm_qdq(b: Builder, op: Operation) -> None:
     _finish(b, op, lstm.results[0])
 
 
-def lstm_qoperator(b: Builder, op: Operation) -> None:
-    """DynamicQuantizeLSTM: W ``[1, K, 4H]`` int8 with per-column scales ``[1, 4H]`` (zero points 0)."""
-    _cell_clip(op)
-    x = b.dequantized(op.operands[0])
-    w, w_scales = _weights(b, op, op.operands[1], True)
-    r, r_scales = _weights(b, op, op.operands[2], True)
-    zeros = np.zeros((1, w_scales.size), np.int8)
-    name = base_name(op.results[0])
-    y_t, _ = _types(op)
-    hidden = op.operands[2].type.shape[1]
-    y4 = b.contrib("DynamicQuantizeLSTM",
-                   [x, w, r, _bias(b, op), None, None, None, None,
-                    b.const(w_scales[None], f"{name}_w_scale"), b.const(zeros, f"{name}_w_zero_point"),
-                    b.const(r_scales[None], f"{name}_r_scale"), b.const(zeros, f"{name}_r_zero_point")],
-                   op, name=f"{name}_y", result_type=y_t, direction=_direction(op), hidden_size=hidden)
-    _finish(b, op, y4)
-
-
 QDQ = {qnn.UNIDIRECTIONAL_LSTM: lstm_qdq}
-QOPERATOR = {qnn.UNIDIRECTIONAL_LSTM: lstm_qoperator}

@@ -11,21 +11,23 @@ one QuantizeLinear per model input. The results are the interpreter's integers (
 =====================  =========================================================================
 qnn op (int16)         ONNX (int64 arithmetic unless said)
 =====================  =========================================================================
-conv (16x8)            the int16 input split into bytes, x = 256·hi + lo (hi int8, lo uint8),
-                       two ConvInteger (int8 weights), 256·hi + lo + int64 bias, then the
-                       64-bit MBQM per channel (``_mbqm64``) and the clamp; depthwise: group
-fully_connected        the same split, two MatMulInteger, the bias, then the reference kernel's
+conv (16x8)            the int16 input as three unsigned 7-bit planes (``integer_arith.Planes``),
+                       a ConvInteger of each with the int8 weights (its zero point the plane's),
+                       summed with their weights 2^14, 2^7, 1 and the int64 bias, then the 64-bit
+                       MBQM per channel (``mbqm64``) and the clamp; depthwise: group
+fully_connected        the same planes, MatMulInteger each, the bias, then the reference kernel's
                        double-precision rounding: round-half-away(double(acc)·scale[c])
 transpose_conv         kernel = stride: a 1x1 conv to C_out·s² phase channels, then
                        DepthToSpace (on the int16 values as float: exact); else the QDQ form
-batch_matmul (16x16)   both operands split: four MatMulInteger, then the 64-bit MBQM
+batch_matmul (16x16)   both operands as planes: nine MatMulInteger, then the 64-bit MBQM
 add / sub              each input's rescale is a function of its int16 value: a 65,536-entry
-                       int32 table (Gather), then the sum and the 32-bit MBQM (or, with
-                       power-of-two scales, the saturating add LiteRT runs)
+                       table (Gather), then the sum and the 32-bit MBQM (or, with power-of-two
+                       scales, the saturating add LiteRT runs)
 mul                    the int64 product and the 32-bit MBQM
 unary elementwise      a 65,536-entry table of quantir's own kernel (``tables.lookup``)
-mean                   ReduceSum, then the 32-bit MBQM
-average_pool           the window sums as a depthwise ConvInteger of ones (bytes split), the
+mean                   ReduceSum, then the 32-bit MBQM; over a dynamic axis 1/N is folded into the
+                       multiplier in the graph, as LiteRT's Prepare folds it
+average_pool           the window sums as a depthwise ConvInteger of ones over the planes, the
                        in-image tap counts the same way on a tensor of ones, then the division
                        rounded half away from zero (Sign, Div)
 softmax                LiteRT's SoftmaxInt16: exp of (x - max) from a table, ReduceSum, the
@@ -35,16 +37,15 @@ resize_nearest         ONNX Runtime has no int16 MaxPool, Pad or Resize), cast b
 concat, data movement  the same op on int16
 =====================  =========================================================================
 
-The 32-bit MBQM (``_mbqm``) is gemmlowp's ``RDBPOT(SRDHM(x·2^left, M), right)`` written with
-Mul, Add, Mod (floored: fmod=0) and Div, the rounding corrections with Less/Greater and Cast; the
-64-bit one (``_mbqm64``) is ``floor((x·M16 + 2^(t-1)) / 2^t)``. Every intermediate fits int64 in the
-domains the kernels accept. Anything else on int16 keeps its QDQ form, named in the save's warning.
-This is exact, not fast: ONNX Runtime runs each step as its own kernel (bench/real_models.py measures
-the latency); the QDQ export stays the fast form.
+The fixed-point steps are ``integer_arith``'s: the 32-bit MBQM is gemmlowp's
+``RDBPOT(SRDHM(x·2^left, M), right)`` and the 64-bit one ``floor((x·M16 + 2^(t-1)) / 2^t)``, each a
+few int64 Mul, Add and Div. Every intermediate fits int64 in the domains the kernels accept. Anything
+else on int16 keeps its QDQ form, named in the save's warning. This is exact, not fast: ONNX Runtime
+runs each step as its own kernel (bench/real_models.py measures the latency); the QDQ export stays
+the fast form.
 """
 from __future__ import annotations
 
-import base64
 
 import numpy as np
 import onnx
@@ -56,134 +57,15 @@ from ...runtime import qkernels as qk
 from ...runtime.qkernels._common import multiply_by_quantized_multiplier
 from ...runtime.qkernels.add import INT16_VALUES, AddPotParams, rescale_input
 from ...runtime.qkernels.transpose_conv import prepare_transpose_conv
-from ...types import FloatType, IntegerType, TensorType, UniformQuantizedPerAxisType
+from ...types import TensorType, UniformQuantizedPerAxisType
 from . import qdq, tables
+from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, channel_view, mbqm, mbqm64, mbqm_values,
+                            planes, planes_dot)
 from .builder import Builder, activation_of, base_name, constant_array, qtype, same_params
 
 __all__ = ["CONVERT", "is_16_bit_table_op"]
 
-I64, I32, I8, U8, I1 = IntegerType(64), IntegerType(32), IntegerType(8), IntegerType(8, "unsigned"), IntegerType(1)
-F32 = FloatType("f32")
-F64 = FloatType("f64")
-_ONNX = {I64: onnx.TensorProto.INT64, I32: onnx.TensorProto.INT32, I8: onnx.TensorProto.INT8,
-         U8: onnx.TensorProto.UINT8, F32: onnx.TensorProto.FLOAT, F64: onnx.TensorProto.DOUBLE}
-
-
-# -- emitting ONNX integer ops ----------------------------------------------------------------------
-
-class _Graph:
-    """ONNX nodes standing for one qnn op, named ``<result>_<what><k>`` and labelled ``<op>/<what>``."""
-
-    def __init__(self, b: Builder, op: Operation, name: str | None = None):
-        self.b, self.op = b, op
-        r = op.results[0]
-        self.name = name or base_name(r)
-        self.label = op.label or base_name(r)
-        self.count = 0
-
-    def node(self, op_type: str, inputs: list[Value | None], element, shape=None, *, what: str = "", **attrs) -> Value:
-        self.count += 1
-        what = what or op_type.lower()
-        node = onnx.helper.make_node(op_type, [f"i{k}" if v is not None else "" for k, v in enumerate(inputs)],
-                                     ["y"], **attrs)
-        t = element if isinstance(element, TensorType) else TensorType(shape, element)
-        return self.b.emit(nn.ONNX_OP, [v for v in inputs if v is not None], t,
-                           name=f"{self.name}_{what}{self.count}", label=f"{self.label}/{what}", like=self.op,
-                           op_type=op_type, domain="", opset=self.b.opset,
-                           node=base64.b64encode(node.SerializeToString()).decode("ascii"))
-
-    def const(self, array, what: str) -> Value:
-        return self.b.const(np.asarray(array), f"{self.name}_{what}")
-
-    def i64(self, array, what: str) -> Value:
-        return self.const(np.asarray(array, np.int64), what)
-
-    def cast(self, v: Value, element, shape=None) -> Value:
-        return self.node("Cast", [v], element, shape, what="cast", to=_ONNX[element])
-
-    def binary(self, op_type: str, a: Value, c: Value, element=I64, shape=None) -> Value:
-        return self.node(op_type, [a, c], element, shape, what=op_type.lower())
-
-    def floor_div(self, x: Value, d: Value) -> tuple[Value, Value]:
-        """``(floor(x / d), x mod d)`` for int64 ``x`` and positive ``d`` (Mod with fmod=0 takes the
-        divisor's sign, so ``x - rem`` is a multiple of ``d`` and Div's truncation is exact)."""
-        rem = self.node("Mod", [x, d], I64, what="mod", fmod=0)
-        return self.binary("Div", self.binary("Sub", x, rem), d), rem
-
-    def floor_pot(self, x: Value, exponent, bits: int, add=0) -> Value:
-        """``floor((x + add) / 2^e)`` for ``|x + add| < 2^bits`` (``e <= bits <= 62``, ``add`` constant):
-        Div truncates toward zero, so the dividend is first moved up by ``2^bits`` (a multiple of every
-        ``2^e``, and positive after it), and ``2^(bits - e)`` taken off the quotient. (Div on int64 is
-        one of ONNX Runtime's slower kernels; this needs no Mod, as ``floor_div`` does.)"""
-        e = np.asarray(exponent, np.int64)
-        shifted = self.binary("Add", x, self.i64(np.asarray(add, np.int64) + (1 << bits), "offset"))
-        q = self.binary("Div", shifted, self.i64(np.left_shift(np.int64(1), e), "pot"))
-        return self.binary("Sub", q, self.i64(np.left_shift(np.int64(1), bits - e), "offset_quotient"))
-
-
-def _channel_view(values, rank: int, axis: int) -> np.ndarray:
-    """A per-channel parameter shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
-    a = np.asarray(values, np.int64).reshape(-1)
-    if a.size == 1 or rank == 0:
-        return a.reshape(())
-    view = [1] * (rank - axis % rank)
-    view[0] = -1
-    return a.reshape(view)
-
-
-def _rdbpot(g: _Graph, x: Value, right) -> Value:
-    """gemmlowp ``RoundingDivideByPOT``: ``x / 2^right`` rounded half away from zero, for ``|x| <= 2^31``.
-    That is ``floor((x + 2^(e-1) - [x < 0]) / 2^e)`` where ``e > 0`` (gemmlowp's ``(x >> e) + (rem >
-    threshold)``, ``threshold = 2^(e-1) - 1 + [x < 0]``), and ``x`` where ``e = 0``. ``right`` is an
-    array of exponents, or a Value holding ``2^right`` (a MEAN's, computed at run time)."""
-    if isinstance(right, Value):
-        negative = g.cast(g.binary("Less", x, g.i64(0, "zero"), I1), I64)
-        divisor = right
-        threshold = g.binary("Div", g.binary("Sub", divisor, g.i64(1, "one")), g.i64(2, "two"))
-        q, rem = g.floor_div(x, divisor)
-        up = g.binary("Greater", rem, g.binary("Add", threshold, negative), I1)
-        return g.binary("Add", q, g.cast(up, I64))
-    right = np.asarray(right, np.int64)
-    if not right.any():
-        return x
-    negative = g.cast(g.binary("Less", x, g.i64(0, "zero"), I1), I64)
-    if not right.all():   # per channel, some exponents 0: no nudge there
-        negative = g.binary("Mul", negative, g.i64((right > 0).astype(np.int64), "shifted"))
-    half = np.where(right > 0, np.left_shift(np.int64(1), np.maximum(right - 1, 0)), 0)
-    return g.floor_pot(g.binary("Sub", x, negative), right, 40, add=half)
-
-
-def _mbqm(g: _Graph, x: Value, multiplier, shift) -> Value:
-    """LiteRT's 32-bit ``MultiplyByQuantizedMultiplier`` (the double-rounding build): SRDHM of
-    ``x·2^left`` by M (``floor((a·M + 2^30) / 2^31)``; M >= 0 rules out its one saturating case),
-    then ``RoundingDivideByPOT`` by ``right``."""
-    shift = np.asarray(shift, np.int64)
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    return _mbqm_values(g, x, g.i64(multiplier, "multiplier"),
-                        g.i64(np.left_shift(np.int64(1), left), "left") if left.any() else None, right)
-
-
-def _mbqm_values(g: _Graph, x: Value, multiplier: Value, left: Value | None, right) -> Value:
-    """``_mbqm`` with the multiplier and ``2^left`` as Values (``right``: as ``_rdbpot`` takes it).
-    ``|x·2^left| < 2^31`` and ``M < 2^31`` (LiteRT's domain): ``|a·M + 2^30| < 2^62``."""
-    if left is not None:
-        x = g.binary("Mul", x, left)
-    high = g.floor_pot(g.binary("Mul", x, multiplier), np.int64(31), 62, add=1 << 30)
-    return _rdbpot(g, high, right)
-
-
-def _mbqm64(g: _Graph, x: Value, multiplier, shift) -> Value:
-    """LiteRT's 64-bit ``MultiplyByQuantizedMultiplier`` (16x8 accumulators): the multiplier rounded
-    to 15 bits, one rounding half up: ``floor((x·M16 + 2^(t-1)) / 2^t)`` with ``t = 15 - shift``."""
-    m = np.asarray(multiplier, np.int64)
-    m16 = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
-    total = 15 - np.asarray(shift, np.int64)
-    # |x| < 2^47 and M16 < 2^15: |x·M16 + 2^(t-1)| < 2^62
-    return g.floor_pot(g.binary("Mul", x, g.i64(m16, "multiplier16")), total, 62,
-                       add=np.left_shift(np.int64(1), total - 1))
-
-
-def _finish(g: _Graph, x: Value, lo: int, hi: int, zero_point: int = 0) -> None:
+def _finish(g: Graph, x: Value, lo: int, hi: int, zero_point: int = 0) -> None:
     """``clamp(x + zp, lo, hi)`` stored in the result's type; the result becomes it."""
     r = g.op.results[0]
     if zero_point:
@@ -193,25 +75,16 @@ def _finish(g: _Graph, x: Value, lo: int, hi: int, zero_point: int = 0) -> None:
                            to=qtype(r.type).storage_type))
 
 
-def _widen(g: _Graph, v: Value, element=I64) -> Value:
+def _widen(g: Graph, v: Value, element=I64) -> Value:
     return g.cast(g.b.value(v), element)
 
 
-def _bytes(b: Builder, v: Value, op: Operation) -> tuple[Value, Value]:
-    """An int16 value as two byte planes, ``v = 256·hi + lo`` (hi int8, lo uint8), made once per value."""
-    cache = b.__dict__.setdefault("_sixteen_bytes", {})
+def _planes(b: Builder, v: Value, op: Operation) -> Planes:
+    """An int16 value as three 7-bit planes (``integer_arith.Planes``), made once per value."""
+    cache = b.__dict__.setdefault("_sixteen_planes", {})
     if v not in cache:
-        g = _Graph(b, op, name=f"{base_name(v)}_bytes")
-        wide = _widen(g, v, I32)
-        lo = g.node("Mod", [wide, g.const(np.int32(256), "256")], I32, what="low", fmod=0)
-        hi = g.node("Div", [g.binary("Sub", wide, lo, I32), g.const(np.int32(256), "256")], I32, what="high")
-        cache[v] = (g.cast(hi, I8), g.cast(lo, U8))
+        cache[v] = planes(Graph(b, op, name=f"{base_name(v)}_planes"), b.value(v), 16)
     return cache[v]
-
-
-def _split_sum(g: _Graph, high: Value, low: Value, scale: int = 256) -> Value:
-    """``scale·high + low`` in int64, from two int32 partial results."""
-    return g.binary("Add", g.binary("Mul", g.cast(high, I64), g.i64(scale, "byte")), g.cast(low, I64))
 
 
 def _is_int16(v: Value) -> bool:
@@ -257,17 +130,14 @@ def conv(b: Builder, op: Operation) -> None:
     ints, bias_values = _weights(b, w), _bias(b, bias)
     if not _requires(op, x, r) or ints is None or (bias and bias_values is None):
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = qk.prepare_conv2d(_scale(x), _scales(w), _scale(r), _zp(r), activation_of(op), channels=ints.shape[0],
                           storage=np.int16, input_zero_point=_zp(x))
-    hi, lo = _bytes(b, x, op)
     attrs = {k: op.attr(k) for k in ("strides", "pads", "dilations", "group", "auto_pad") if op.attr(k) is not None}
-    weights = g.const(ints, "w")
-    acc = _split_sum(g, g.node("ConvInteger", [hi, weights], I32, what="conv_high", **attrs),
-                     g.node("ConvInteger", [lo, weights], I32, what="conv_low", **attrs))
+    acc = planes_dot(g, _planes(b, x, op), "ConvInteger", g.const(ints, "w"), **attrs)
     if bias_values is not None:
         acc = g.binary("Add", acc, g.i64(bias_values.reshape(-1, 1, 1), "bias"))
-    _finish(g, _mbqm64(g, acc, _channel_view(p.multiplier, 4, 1), _channel_view(p.shift, 4, 1)),
+    _finish(g, mbqm64(g, acc, channel_view(p.multiplier, 4, 1), channel_view(p.shift, 4, 1)),
             p.act_min, p.act_max)
 
 
@@ -277,17 +147,14 @@ def fully_connected(b: Builder, op: Operation) -> None:
     ints, bias_values = _weights(b, w), _bias(b, bias)
     if not _requires(op, x, r) or ints is None or (bias and bias_values is None):
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     per_axis = isinstance(qtype(w.type), UniformQuantizedPerAxisType)
     stored_bias = constant_array(b.value(bias[0])) if bias else None
     p = qk.prepare_fully_connected(
         _scale(x), _scales(w) if per_axis else _scales(w)[0], _scale(r), _zp(r), activation_of(op),
         channels=ints.shape[0], storage=np.int16, input_zero_point=_zp(x),
         bias_type="int32" if stored_bias is not None and np.asarray(stored_bias).dtype == np.int32 else "int64")
-    hi, lo = _bytes(b, x, op)
-    weights = g.const(np.ascontiguousarray(ints.T), "w_t")
-    acc = _split_sum(g, g.node("MatMulInteger", [hi, weights], I32, what="matmul_high"),
-                     g.node("MatMulInteger", [lo, weights], I32, what="matmul_low"))
+    acc = planes_dot(g, _planes(b, x, op), "MatMulInteger", g.const(np.ascontiguousarray(ints.T), "w_t"))
     if bias_values is not None:
         acc = g.binary("Add", acc, g.i64(bias_values, "bias"))
     # BUILTIN_REF's 16x8 FULLY_CONNECTED rounds in double: round-half-away(double(acc)·scale[c])
@@ -297,7 +164,7 @@ def fully_connected(b: Builder, op: Operation) -> None:
     _finish(g, _round_half_away(g, scaled), p.act_min, p.act_max, int(p.output_zero_point))
 
 
-def _round_half_away(g: _Graph, a: Value) -> Value:
+def _round_half_away(g: Graph, a: Value) -> Value:
     """Round to nearest, ties away from zero, of a double tensor, as int64: Round (ties to even)
     corrected where a tie went toward zero."""
     r = g.node("Round", [a], F64, what="round")
@@ -314,22 +181,24 @@ def batch_matmul(b: Builder, op: Operation) -> None:
     r = op.results[0]
     if not _requires(op, a, c, r):
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = qk.prepare_batch_matmul(_scale(a), _scale(c), _scale(r), _zp(r))
-    planes = []
+    operands = []
     for v, adj in ((a, op.attr("adj_x")), (c, op.attr("adj_y"))):
-        hi, lo = _bytes(b, v, op)
+        pl = _planes(b, v, op)
         if adj:
             n = v.type.rank
             perm = (*range(n - 2), n - 1, n - 2)
-            hi, lo = (g.node("Transpose", [t], t.type.element_type, what="adj", perm=perm) for t in (hi, lo))
-        planes.append((hi, lo))
-    (ah, al), (ch, cl) = planes
-    mm = lambda u, v, what: g.cast(g.node("MatMulInteger", [u, v], I32, what=what), I64)   # noqa: E731
-    high = g.binary("Add", mm(ah, cl, "matmul_hl"), mm(al, ch, "matmul_lh"))
-    acc = g.binary("Add", g.binary("Add", g.binary("Mul", mm(ah, ch, "matmul_hh"), g.i64(65536, "word")),
-                                   g.binary("Mul", high, g.i64(256, "byte"))), mm(al, cl, "matmul_ll"))
-    _finish(g, _mbqm64(g, acc, p.output_multiplier, p.output_shift), -32768, 32767)
+            pl = Planes([g.node("Transpose", [t], U8, what="adj", perm=perm) for t in pl.values], pl.zero_points)
+        operands.append(pl)
+    lhs, rhs = operands
+    acc = None   # Σ_l 2^(7l) · (lhs @ (rhs_l - zp_l)), each a sum over lhs's planes
+    for value, zp, weight in zip(rhs.values, rhs.zero_points, rhs.weights):
+        part = planes_dot(g, lhs, "MatMulInteger", value, rhs_zero_point=zp)
+        if weight != 1:
+            part = g.binary("Mul", part, g.i64(weight, "plane_weight"))
+        acc = part if acc is None else g.binary("Add", acc, part)
+    _finish(g, mbqm64(g, acc, p.output_multiplier, p.output_shift), -32768, 32767)
 
 
 def _add_sub(sign: int):
@@ -338,7 +207,7 @@ def _add_sub(sign: int):
         r = op.results[0]
         if not _requires(op, a, c, r):
             return qdq.CONVERT[op.opdef](b, op)
-        g = _Graph(b, op)
+        g = Graph(b, op)
         prepare = qk.prepare_add if sign > 0 else qk.prepare_sub
         p = prepare(_scale(a), _scale(c), _scale(r), _zp(r), activation_of(op), storage=np.int16,
                     input_zero_points=(_zp(a), _zp(c)))
@@ -356,7 +225,7 @@ def _add_sub(sign: int):
         if isinstance(p, AddPotParams):
             # SaturatingAdd/Sub to int16, then the activation clamp (within int16): one clamp
             return _finish(g, total, p.act_min, p.act_max)
-        _finish(g, _mbqm(g, total, p.output_multiplier, p.output_shift), p.act_min, p.act_max)
+        _finish(g, mbqm(g, total, p.output_multiplier, p.output_shift), p.act_min, p.act_max)
     return convert
 
 
@@ -371,11 +240,11 @@ def mul(b: Builder, op: Operation) -> None:
     r = op.results[0]
     if not _requires(op, a, c, r):
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = qk.prepare_mul(_scale(a), _scale(c), _scale(r), _zp(r), activation_of(op), storage=np.int16,
                        input_zero_points=(_zp(a), _zp(c)))
     product = g.binary("Mul", _widen(g, a), _widen(g, c))
-    _finish(g, _mbqm(g, product, p.multiplier, p.shift), p.act_min, p.act_max)
+    _finish(g, mbqm(g, product, p.multiplier, p.shift), p.act_min, p.act_max)
 
 
 def mean(b: Builder, op: Operation) -> None:
@@ -387,13 +256,13 @@ def mean(b: Builder, op: Operation) -> None:
     if not _requires(op, x, r) or shape is None:
         return qdq.CONVERT[op.opdef](b, op)
     axes = [int(a) % len(shape) for a in op.attr("axes")]
-    g = _Graph(b, op)
+    g = Graph(b, op)
     total = g.node("ReduceSum", [_widen(g, x), g.i64(axes, "axes")], I64, what="sum",
                    keepdims=int(bool(op.attr("keepdims"))))
     if all(shape[a] is not None for a in axes):
         count = int(np.prod([shape[a] for a in axes]))
         p = qk.prepare_mean(_scale(x), _zp(x), _scale(r), _zp(r), count=count, storage=np.int16)
-        return _finish(g, _mbqm(g, total, p.multiplier, p.shift), -32768, 32767, int(p.output_offset))
+        return _finish(g, mbqm(g, total, p.multiplier, p.shift), -32768, 32767, int(p.output_offset))
     big_m, shift = quantize_multiplier(requantize_multiplier(_scale(x), _scale(r)))
     dims = g.node("Shape", [b.value(x)], I64, (len(shape),), what="dims")
     n = g.node("ReduceProd", [g.node("Gather", [dims, g.i64(axes, "reduced")], I64, what="reduced", axis=0)], I64,
@@ -410,7 +279,7 @@ def mean(b: Builder, op: Operation) -> None:
                   what="pow_left", axis=0)
     right = g.node("Gather", [powers, g.node("Max", [g.node("Neg", [folded_shift], I64), g.i64(0, "zero")], I64,
                                              what="right")], I64, what="pow_right", axis=0)
-    _finish(g, _mbqm_values(g, total, folded, left, right), -32768, 32767)
+    _finish(g, mbqm_values(g, total, folded, left, right), -32768, 32767)
 
 
 def average_pool(b: Builder, op: Operation) -> None:
@@ -418,15 +287,13 @@ def average_pool(b: Builder, op: Operation) -> None:
     shape = x.type.shape
     if not _requires(op, x, r) or shape is None or len(shape) != 4 or shape[1] is None:
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = qk.prepare_average_pool(_scale(x), _zp(x), _scale(r), _zp(r), activation_of(op), storage=np.int16)
     attrs = _pool_attributes(op)
     kernel = attrs.pop("kernel_shape")
     channels = int(shape[1])
     ones = g.const(np.ones((channels, 1, *kernel), np.int8), "ones")
-    hi, lo = _bytes(b, x, op)
-    sums = _split_sum(g, g.node("ConvInteger", [hi, ones], I32, what="sum_high", group=channels, **attrs),
-                      g.node("ConvInteger", [lo, ones], I32, what="sum_low", group=channels, **attrs))
+    sums = planes_dot(g, _planes(b, x, op), "ConvInteger", ones, group=channels, **attrs)
     # the in-image taps of each window: the same windows over a one-channel image of ones
     dims = g.node("Shape", [b.value(x)], I64, (4,), what="dims")
     one_channel = g.binary("Mul", dims, g.i64([1, 0, 1, 1], "one_channel_mask"))
@@ -444,7 +311,7 @@ def softmax(b: Builder, op: Operation) -> None:
     x, r = op.operands[0], op.results[0]
     if not _requires(op, x, r):
         return qdq.CONVERT[op.opdef](b, op)
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = qk.prepare_softmax(_scale(x), float(op.attr("beta")), _scale(r), _zp(r), storage=np.int16,
                            input_zero_point=_zp(x))
     q = _widen(g, x)
@@ -485,7 +352,7 @@ def _widened_op(element, build):
         x, r = op.operands[0], op.results[0]
         if not _requires(op, x, r) or not same_params(x.type, r.type):
             return qdq.CONVERT[op.opdef](b, op)
-        g = _Graph(b, op)
+        g = Graph(b, op)
         wide = g.cast(b.value(x), element)
         out = build(g, op, wide, r.type.clone(element_type=element))
         b.define(r, b.emit(nn.CAST, [out], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
@@ -500,17 +367,17 @@ def _pool_attributes(op: Operation) -> dict:
     return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)), **pads}
 
 
-def _max_pool(g: _Graph, op: Operation, x: Value, t: TensorType) -> Value:
+def _max_pool(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
     return g.b.emit(nn.MAX_POOL, [x], t, name=f"{g.name}_pooled", label=g.label, like=op, **_pool_attributes(op))
 
 
-def _pad(g: _Graph, op: Operation, x: Value, t: TensorType) -> Value:
+def _pad(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
     value = qtype(op.results[0].type).zero_point if op.attr("value") is None else op.attr("value")
     return g.b.emit(nn.PAD, [x], t, name=f"{g.name}_padded", label=g.label, like=op, pads=tuple(op.attr("pads")),
                     constant_value=float(value))
 
 
-def _resize_nearest(g: _Graph, op: Operation, x: Value, t: TensorType) -> Value:
+def _resize_nearest(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
     return qdq.nearest(g.b, op, x, t)
 
 
@@ -526,21 +393,18 @@ def transpose_conv(b: Builder, op: Operation) -> None:
         return qdq.CONVERT[op.opdef](b, op)
     s = strides[0]
     c_out, c_in = ints.shape[:2]
-    g = _Graph(b, op)
+    g = Graph(b, op)
     p = prepare_transpose_conv(_scale(x), _scales(w), _scale(r), _zp(r), activation_of(op), channels=c_out,
                                   storage=np.int16, input_zero_point=_zp(x))
     phases = ints.transpose(0, 2, 3, 1).reshape(c_out * s * s, c_in, 1, 1)
-    hi, lo = _bytes(b, x, op)
-    weights = g.const(phases, "w_phases")
-    acc = _split_sum(g, g.node("ConvInteger", [hi, weights], I32, what="conv_high"),
-                     g.node("ConvInteger", [lo, weights], I32, what="conv_low"))
+    acc = planes_dot(g, _planes(b, x, op), "ConvInteger", g.const(phases, "w_phases"))
     if bias_values is not None:
         acc = g.binary("Add", acc, g.i64(np.repeat(bias_values, s * s).reshape(-1, 1, 1), "bias"))
     m = np.repeat(np.broadcast_to(np.asarray(p.multiplier).reshape(-1), (c_out,)), s * s)
     sh = np.repeat(np.broadcast_to(np.asarray(p.shift).reshape(-1), (c_out,)), s * s)
     bias_is_32 = bias and np.asarray(constant_array(b.value(bias[0]))).dtype == np.int32
-    scaled = (_mbqm(g, acc, _channel_view(m, 4, 1), _channel_view(sh, 4, 1)) if bias_is_32
-              else _mbqm64(g, acc, _channel_view(m, 4, 1), _channel_view(sh, 4, 1)))
+    scaled = (mbqm(g, acc, channel_view(m, 4, 1), channel_view(sh, 4, 1)) if bias_is_32
+              else mbqm64(g, acc, channel_view(m, 4, 1), channel_view(sh, 4, 1)))
     clamped = g.node("Clip", [scaled, g.i64(p.act_min, "lo"), g.i64(p.act_max, "hi")], I64, what="clamp")
     spread = g.node("DepthToSpace", [g.cast(clamped, F32)], F32, what="depth_to_space", blocksize=s, mode="CRD")
     b.define(r, b.emit(nn.CAST, [spread], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
