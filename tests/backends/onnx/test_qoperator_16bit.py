@@ -44,7 +44,7 @@ def _model(nodes, inputs, outputs, weights, opset=18):
 
 
 def cnn():
-    """Conv (+Relu), depthwise conv, average and max pools with padding, nearest upsampling, a 2x2
+    """Conv (+Relu), depthwise conv, average pool with padding, max pool (+Relu), nearest upsampling, a 2x2
     stride-2 ConvTranspose, a sigmoid gate (Mul of two activations), HardSwish, Add, Concat, a mean
     over the dynamic spatial dims (GlobalAveragePool) and one over the dynamic width alone."""
     c = 6
@@ -60,7 +60,7 @@ def cnn():
              N("Resize", ["s1", "", "scales"], ["u2"], mode="nearest"),
              N("Add", ["u1", "r1"], ["sum"]), N("Concat", ["sum", "u2"], ["cat"], axis=1),
              N("Conv", ["cat", "w2"], ["c2"]),
-             N("MaxPool", ["c2"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
+             N("MaxPool", ["c2"], ["m0"], kernel_shape=[2, 2], strides=[2, 2]), N("Relu", ["m0"], ["m1"]),
              N("GlobalAveragePool", ["m1"], ["gap"]),
              N("ReduceMean", ["m1", "width"], ["row"], keepdims=0)]
     return _model(nodes, [("x", ["N", 3, "H", "W"])], [("gap", ["N", c, 1, 1]), ("row", ["N", c, "H2"])], weights)

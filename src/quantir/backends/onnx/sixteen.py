@@ -58,12 +58,13 @@ from ...runtime.qkernels._common import multiply_by_quantized_multiplier
 from ...runtime.qkernels.add import INT16_VALUES, AddPotParams, rescale_input
 from ...runtime.qkernels.transpose_conv import prepare_transpose_conv
 from ...types import TensorType, UniformQuantizedPerAxisType
-from . import qdq, tables
+from . import qdq
 from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, channel_view, mbqm, mbqm64, mbqm_values,
                             planes, planes_dot)
-from .builder import Builder, activation_of, base_name, constant_array, qtype, same_params
+from .builder import Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params
 
-__all__ = ["CONVERT", "is_16_bit_table_op"]
+__all__ = ["CONVERT"]
+
 
 def _finish(g: Graph, x: Value, lo: int, hi: int, zero_point: int = 0) -> None:
     """``clamp(x + zp, lo, hi)`` stored in the result's type; the result becomes it."""
@@ -355,6 +356,11 @@ def _widened_op(element, build):
         g = Graph(b, op)
         wide = g.cast(b.value(x), element)
         out = build(g, op, wide, r.type.clone(element_type=element))
+        bounds = activation_range(op)   # a fused activation (MAX_POOL's) clamps the stored integers
+        if bounds is not None:
+            dtype = np.float32 if element == F32 else np.int32
+            out = g.node("Clip", [out, g.const(dtype(bounds[0]), "lo"), g.const(dtype(bounds[1]), "hi")], element,
+                         what="clamp")
         b.define(r, b.emit(nn.CAST, [out], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
                            to=qtype(r.type).storage_type))
     return convert
@@ -419,15 +425,6 @@ def concat(b: Builder, op: Operation) -> None:
         return qdq.CONVERT[op.opdef](b, op)
     b.define(r, b.emit(nn.CONCAT, [b.value(v) for v in op.operands], r.type, name=r.name_hint, label=op.label,
                        like=op, axis=int(op.attr("axis"))))
-
-
-def is_16_bit_table_op(opdef) -> bool:
-    """An elementwise op whose 16-bit form is a 65,536-entry table (``tables.lookup``)."""
-    return tables.is_unary_elementwise(opdef)
-
-
-def _table_lookup(b: Builder, op: Operation) -> None:
-    tables.lookup(b, op)
 
 
 CONVERT: dict = {
