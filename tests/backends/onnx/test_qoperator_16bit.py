@@ -45,11 +45,12 @@ def _model(nodes, inputs, outputs, weights, opset=18):
 
 def cnn():
     """Conv (+Relu), depthwise conv, average pool with padding, max pool (+Relu), nearest upsampling, a 2x2
-    stride-2 ConvTranspose, a sigmoid gate (Mul of two activations), HardSwish, Add, Concat, a mean
+    stride-2 ConvTranspose and a 3x3 stride-2 one (TFLite's SAME), a sigmoid gate (Mul of two activations), HardSwish, Add, Concat, a mean
     over the dynamic spatial dims (GlobalAveragePool) and one over the dynamic width alone."""
     c = 6
     weights = {"w1": _w(c, 3, 3, 3), "b1": _w(c, scale=0.1), "wd": _w(c, 1, 3, 3), "bd": _w(c, scale=0.1),
                "wt": _w(c, c, 2, 2), "bt": _w(c, scale=0.1), "w2": _w(c, 2 * c, 1, 1),
+               "wt3": _w(c, c, 3, 3, scale=0.2), "bt3": _w(c, scale=0.1),
                "scales": np.array([1, 1, 2, 2], np.float32), "width": np.array([3], np.int64)}
     nodes = [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"]),
              N("Conv", ["r1", "wd", "bd"], ["d1"], pads=[1, 1, 1, 1], strides=[2, 2], group=c),
@@ -58,7 +59,9 @@ def cnn():
              N("Sigmoid", ["a1"], ["g"]), N("Mul", ["a1", "g"], ["s1"]),
              N("ConvTranspose", ["s1", "wt", "bt"], ["u1"], strides=[2, 2]),
              N("Resize", ["s1", "", "scales"], ["u2"], mode="nearest"),
-             N("Add", ["u1", "r1"], ["sum"]), N("Concat", ["sum", "u2"], ["cat"], axis=1),
+             N("ConvTranspose", ["s1", "wt3", "bt3"], ["u3"], strides=[2, 2], pads=[0, 0, 1, 1]),
+             N("Add", ["u1", "r1"], ["sum0"]), N("Add", ["sum0", "u3"], ["sum"]),
+             N("Concat", ["sum", "u2"], ["cat"], axis=1),
              N("Conv", ["cat", "w2"], ["c2"]),
              N("MaxPool", ["c2"], ["m0"], kernel_shape=[2, 2], strides=[2, 2]), N("Relu", ["m0"], ["m1"]),
              N("GlobalAveragePool", ["m1"], ["gap"]),

@@ -388,33 +388,72 @@ def _resize_nearest(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
 
 
 def transpose_conv(b: Builder, op: Operation) -> None:
-    """kernel = stride, no crop (PP-OCR's upsampling): a 1x1 16x8 conv to C_out·s² phase channels
-    (``conv`` above, per-phase parameters), then DepthToSpace on the int16 values as float (exact)."""
+    """TRANSPOSE_CONV 16x8. Kernel = stride, no crop (PP-OCR's upsampling): a 1x1 conv to C_out·s² phase
+    channels, then DepthToSpace (on the int16 values as float: exact). Otherwise, as the int8 export
+    does it: a stride-1 conv over the input stretched with s − 1 zero rows and columns per pixel,
+    padded k − 1 − pad, kernel flipped; here on each 7-bit plane, the plane's zero point filling."""
     x, w, *bias = op.operands
     r = op.results[0]
     ints, bias_values = _weights(b, w), _bias(b, bias)
-    strides, adjust = [int(s) for s in op.attr("strides")], [int(a) for a in op.attr("adjust")]
-    if (not _requires(op, x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None
-            or tuple(ints.shape[2:]) != tuple(strides) or strides[0] != strides[1] or any(adjust)):
+    if not _requires(op, x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None:
         return qdq.CONVERT[op.opdef](b, op)
-    s = strides[0]
+    strides, adjust = [int(s) for s in op.attr("strides")], [int(a) for a in op.attr("adjust")]
     c_out, c_in = ints.shape[:2]
+    kernel = [int(k) for k in ints.shape[2:]]
     g = Graph(b, op)
     p = prepare_transpose_conv(_scale(x), _scales(w), _scale(r), _zp(r), activation_of(op), channels=c_out,
-                                  storage=np.int16, input_zero_point=_zp(x))
-    phases = ints.transpose(0, 2, 3, 1).reshape(c_out * s * s, c_in, 1, 1)
-    acc = planes_dot(g, _planes(b, x, op), "ConvInteger", g.const(phases, "w_phases"))
+                               storage=np.int16, input_zero_point=_zp(x))
+    m = np.broadcast_to(np.asarray(p.multiplier).reshape(-1), (c_out,))
+    sh = np.broadcast_to(np.asarray(p.shift).reshape(-1), (c_out,))
+    # the kernel's accumulator follows the bias: an int32 one (the IR's) means the 32-bit MBQM
+    wide_acc = not (bias and np.asarray(constant_array(b.value(bias[0]))).dtype == np.int32)
+    if kernel == strides and strides[0] == strides[1] and not any(adjust):
+        s = strides[0]
+        phases = ints.transpose(0, 2, 3, 1).reshape(c_out * s * s, c_in, 1, 1)
+        acc = planes_dot(g, _planes(b, x, op), "ConvInteger", g.const(phases, "w_phases"))
+        if bias_values is not None:
+            acc = g.binary("Add", acc, g.i64(np.repeat(bias_values, s * s).reshape(-1, 1, 1), "bias"))
+        clamped = _requantize(g, acc, np.repeat(m, s * s), np.repeat(sh, s * s), wide_acc, p)
+        spread = g.node("DepthToSpace", [g.cast(clamped, F32)], F32, what="depth_to_space", blocksize=s, mode="CRD")
+        b.define(r, b.emit(nn.CAST, [spread], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
+                           to=qtype(r.type).storage_type))
+        return
+    pl = _planes(b, x, op)
+    stretched = Planes([_stretch(g, v, zp, strides, kernel, adjust) for v, zp in zip(pl.values, pl.zero_points)],
+                       pl.zero_points)
+    acc = planes_dot(g, stretched, "ConvInteger", g.const(np.ascontiguousarray(ints[:, :, ::-1, ::-1]), "w_flipped"))
     if bias_values is not None:
-        acc = g.binary("Add", acc, g.i64(np.repeat(bias_values, s * s).reshape(-1, 1, 1), "bias"))
-    m = np.repeat(np.broadcast_to(np.asarray(p.multiplier).reshape(-1), (c_out,)), s * s)
-    sh = np.repeat(np.broadcast_to(np.asarray(p.shift).reshape(-1), (c_out,)), s * s)
-    bias_is_32 = bias and np.asarray(constant_array(b.value(bias[0]))).dtype == np.int32
-    scaled = (mbqm(g, acc, channel_view(m, 4, 1), channel_view(sh, 4, 1)) if bias_is_32
-              else mbqm64(g, acc, channel_view(m, 4, 1), channel_view(sh, 4, 1)))
-    clamped = g.node("Clip", [scaled, g.i64(p.act_min, "lo"), g.i64(p.act_max, "hi")], I64, what="clamp")
-    spread = g.node("DepthToSpace", [g.cast(clamped, F32)], F32, what="depth_to_space", blocksize=s, mode="CRD")
-    b.define(r, b.emit(nn.CAST, [spread], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
+        acc = g.binary("Add", acc, g.i64(bias_values.reshape(-1, 1, 1), "bias"))
+    clamped = _requantize(g, acc, m, sh, wide_acc, p)
+    b.define(r, b.emit(nn.CAST, [clamped], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
                        to=qtype(r.type).storage_type))
+
+
+def _requantize(g: Graph, acc: Value, m: np.ndarray, sh: np.ndarray, wide_acc: bool, p) -> Value:
+    """The per-channel requantization of a transposed conv's accumulator and its clamp (int64)."""
+    mv, sv = channel_view(m, 4, 1), channel_view(sh, 4, 1)
+    scaled = mbqm64(g, acc, mv, sv) if wide_acc else mbqm(g, acc, mv, sv)
+    return g.node("Clip", [scaled, g.i64(p.act_min, "lo"), g.i64(p.act_max, "hi")], I64, what="clamp")
+
+
+def _stretch(g: Graph, v: Value, zp: int, strides: list[int], kernel: list[int], adjust: list[int]) -> Value:
+    """One uint8 plane ``[N, C, H, W]`` stretched (s − 1 zero-point rows / columns after each pixel) and
+    padded for the stride-1 conv that computes the transposed one (qoperator.transpose_conv's geometry)."""
+    fill = g.const(np.uint8(zp), "plane_zero_point")
+    sh, sw = strides
+    q = v
+    if sh > 1 or sw > 1:
+        q = g.node("Unsqueeze", [q, g.i64([3, 5], "spread_axes")], U8, what="spread")
+        q = g.node("Pad", [q, g.i64([0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1], "zeros_pads"), fill], U8,
+                   what="zeros")
+        target = g.binary("Mul", g.node("Shape", [v], I64, (4,), what="dims"), g.i64([1, 1, sh, sw], "strides"))
+        q = g.node("Reshape", [q, target], U8, what="stretched")
+    begin = [max(-a, 0) // 2 for a in adjust]
+    before = [k - 1 - p for k, p in zip(kernel, begin)]
+    after = [k + a + p - s for k, a, p, s in zip(kernel, adjust, begin, strides)]
+    if any(before) or any(after):
+        q = g.node("Pad", [q, g.i64([0, 0, *before, 0, 0, *after], "pads"), fill], U8, what="padded")
+    return q
 
 
 def concat(b: Builder, op: Operation) -> None:
