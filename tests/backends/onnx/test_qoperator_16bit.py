@@ -44,9 +44,10 @@ def _model(nodes, inputs, outputs, weights, opset=18):
 
 
 def cnn():
-    """Conv (+Relu), depthwise conv, average pool with padding, max pool (+Relu), nearest upsampling, a 2x2
-    stride-2 ConvTranspose and a 3x3 stride-2 one (TFLite's SAME), a sigmoid gate (Mul of two activations), HardSwish, Add, Concat, a mean
-    over the dynamic spatial dims (GlobalAveragePool) and one over the dynamic width alone."""
+    """Conv (+Relu), depthwise conv, average pool with padding, max pool (+Relu), nearest upsampling, a
+    2x2 stride-2 ConvTranspose and a 3x3 stride-2 one (TFLite's SAME), a sigmoid gate (Mul of two
+    activations), HardSwish, Add, Concat, a mean over the dynamic spatial dims (GlobalAveragePool) and
+    one over the dynamic width alone."""
     c = 6
     weights = {"w1": _w(c, 3, 3, 3), "b1": _w(c, scale=0.1), "wd": _w(c, 1, 3, 3), "bd": _w(c, scale=0.1),
                "wt": _w(c, c, 2, 2), "bt": _w(c, scale=0.1), "w2": _w(c, 2 * c, 1, 1),
