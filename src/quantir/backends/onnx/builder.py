@@ -36,7 +36,8 @@ from ...quantize.naming import float_name
 from .dtypes import numpy_dtype
 
 __all__ = ["Builder", "Converter", "CONTRIB_DOMAIN", "CONTRIB_OPSET", "qtype", "is_quantized", "float_type",
-           "scale_array", "zero_point_array", "same_params", "activation_of", "activation_range", "base_name",
+           "scale_array", "zero_point_array", "same_params", "activation_of", "activation_range", "pool_attributes",
+           "base_name",
            "constant_array"]
 
 CONTRIB_DOMAIN = "com.microsoft"
@@ -109,6 +110,14 @@ def activation_range(op: Operation) -> tuple[int, int] | None:
         return None
     lo, hi = fused_activation_range(act, np.float32(q.scale), int(q.zero_point), q.storage_min, q.storage_max)
     return None if (lo, hi) == (q.storage_min, q.storage_max) else (lo, hi)
+
+
+def pool_attributes(op: Operation) -> dict:
+    """ONNX's pool attributes of a qnn pool op: kernel_shape, strides, and pads or auto_pad."""
+    kernel = tuple(op.attr("kernel_shape"))
+    pads = ({"auto_pad": op.attr("auto_pad")} if op.attr("auto_pad") else
+            {"pads": tuple(op.attr("pads") or (0,) * (2 * len(kernel)))})
+    return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)), **pads}
 
 
 def base_name(v: Value) -> str:

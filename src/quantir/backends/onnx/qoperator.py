@@ -71,8 +71,8 @@ from ...ir.dialects import nn, qnn
 from ...numerics import fused_activation_range
 from ...types import IntegerType, TensorType, UniformQuantizedPerAxisType
 from . import integer_lstm, qdq, sixteen, space_batch, tables
-from .builder import (Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params,
-                      scale_array, touches_16_bit, zero_point_array)
+from .builder import (Builder, activation_of, activation_range, base_name, constant_array, pool_attributes, qtype,
+                      same_params, scale_array, touches_16_bit, zero_point_array)
 
 
 def _result_name(op: Operation) -> str | None:
@@ -257,17 +257,10 @@ def _binary(op_type: str):
     return convert
 
 
-def _pool_attrs(op: Operation) -> dict:
-    kernel = tuple(op.attr("kernel_shape"))
-    pads = ({"auto_pad": op.attr("auto_pad")} if op.attr("auto_pad") else
-            {"pads": tuple(op.attr("pads") or (0,) * (2 * len(kernel)))})
-    return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)), **pads}
-
-
 def average_pool(b: Builder, op: Operation) -> None:
     x = op.operands[0]
     finish(b, op, b.contrib("QLinearAveragePool", [*b.qparams(x), *_out_params(b, op)], op, name=_result_name(op),
-                            count_include_pad=0, channels_last=0, **_pool_attrs(op)))
+                            count_include_pad=0, channels_last=0, **pool_attributes(op)))
 
 
 def max_pool(b: Builder, op: Operation) -> None:
@@ -275,7 +268,7 @@ def max_pool(b: Builder, op: Operation) -> None:
     if not same_params(x.type, op.results[0].type):
         return qdq.CONVERT[qnn.MAX_POOL](b, op)
     finish(b, op, b.emit(nn.MAX_POOL, [b.value(x)], op.results[0].type, name=_result_name(op), label=op.label,
-                         like=op, **_pool_attrs(op)))
+                         like=op, **pool_attributes(op)))
 
 
 def mean(b: Builder, op: Operation) -> None:

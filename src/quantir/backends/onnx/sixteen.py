@@ -61,7 +61,8 @@ from ...types import TensorType, UniformQuantizedPerAxisType
 from . import qdq
 from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, channel_view, mbqm, mbqm64, mbqm_values,
                             planes, planes_dot)
-from .builder import Builder, activation_of, activation_range, base_name, constant_array, qtype, same_params
+from .builder import (Builder, activation_of, activation_range, base_name, constant_array, pool_attributes, qtype,
+                      same_params)
 
 __all__ = ["CONVERT"]
 
@@ -125,12 +126,23 @@ def _bias(b: Builder, bias: list[Value]) -> np.ndarray | None:
     return None if values is None else np.asarray(values, np.int64)
 
 
-def conv(b: Builder, op: Operation) -> None:
+def _weighted(b: Builder, op: Operation):
+    """``(x, w, bias operands, result, int8 weights, int64 bias or None)`` of a conv-like op with int16
+    input and result and constant weights and bias; None (after writing its QDQ form) otherwise."""
     x, w, *bias = op.operands
     r = op.results[0]
     ints, bias_values = _weights(b, w), _bias(b, bias)
-    if not _requires(op, x, r) or ints is None or (bias and bias_values is None):
-        return qdq.CONVERT[op.opdef](b, op)
+    if not _requires(op, x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None:
+        qdq.CONVERT[op.opdef](b, op)
+        return None
+    return x, w, bias, r, ints, bias_values
+
+
+def conv(b: Builder, op: Operation) -> None:
+    parts = _weighted(b, op)
+    if parts is None:
+        return
+    x, w, _, r, ints, bias_values = parts
     g = Graph(b, op)
     p = qk.prepare_conv2d(_scale(x), _scales(w), _scale(r), _zp(r), activation_of(op), channels=ints.shape[0],
                           storage=np.int16, input_zero_point=_zp(x))
@@ -143,11 +155,10 @@ def conv(b: Builder, op: Operation) -> None:
 
 
 def fully_connected(b: Builder, op: Operation) -> None:
-    x, w, *bias = op.operands
-    r = op.results[0]
-    ints, bias_values = _weights(b, w), _bias(b, bias)
-    if not _requires(op, x, r) or ints is None or (bias and bias_values is None):
-        return qdq.CONVERT[op.opdef](b, op)
+    parts = _weighted(b, op)
+    if parts is None:
+        return
+    x, w, bias, r, ints, bias_values = parts
     g = Graph(b, op)
     per_axis = isinstance(qtype(w.type), UniformQuantizedPerAxisType)
     stored_bias = constant_array(b.value(bias[0])) if bias else None
@@ -290,7 +301,7 @@ def average_pool(b: Builder, op: Operation) -> None:
         return qdq.CONVERT[op.opdef](b, op)
     g = Graph(b, op)
     p = qk.prepare_average_pool(_scale(x), _zp(x), _scale(r), _zp(r), activation_of(op), storage=np.int16)
-    attrs = _pool_attributes(op)
+    attrs = pool_attributes(op)
     kernel = attrs.pop("kernel_shape")
     channels = int(shape[1])
     ones = g.const(np.ones((channels, 1, *kernel), np.int8), "ones")
@@ -366,15 +377,8 @@ def _widened_op(element, build):
     return convert
 
 
-def _pool_attributes(op: Operation) -> dict:
-    kernel = tuple(op.attr("kernel_shape"))
-    pads = ({"auto_pad": op.attr("auto_pad")} if op.attr("auto_pad") else
-            {"pads": tuple(op.attr("pads") or (0,) * (2 * len(kernel)))})
-    return {"kernel_shape": kernel, "strides": tuple(op.attr("strides") or (1,) * len(kernel)), **pads}
-
-
 def _max_pool(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
-    return g.b.emit(nn.MAX_POOL, [x], t, name=f"{g.name}_pooled", label=g.label, like=op, **_pool_attributes(op))
+    return g.b.emit(nn.MAX_POOL, [x], t, name=f"{g.name}_pooled", label=g.label, like=op, **pool_attributes(op))
 
 
 def _pad(g: Graph, op: Operation, x: Value, t: TensorType) -> Value:
@@ -392,11 +396,10 @@ def transpose_conv(b: Builder, op: Operation) -> None:
     channels, then DepthToSpace (on the int16 values as float: exact). Otherwise, as the int8 export
     does it: a stride-1 conv over the input stretched with s − 1 zero rows and columns per pixel,
     padded k − 1 − pad, kernel flipped; here on each 7-bit plane, the plane's zero point filling."""
-    x, w, *bias = op.operands
-    r = op.results[0]
-    ints, bias_values = _weights(b, w), _bias(b, bias)
-    if not _requires(op, x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None:
-        return qdq.CONVERT[op.opdef](b, op)
+    parts = _weighted(b, op)
+    if parts is None:
+        return
+    x, w, bias, r, ints, bias_values = parts
     strides, adjust = [int(s) for s in op.attr("strides")], [int(a) for a in op.attr("adjust")]
     c_out, c_in = ints.shape[:2]
     kernel = [int(k) for k in ints.shape[2:]]
