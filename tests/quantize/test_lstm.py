@@ -179,17 +179,17 @@ def _lstm_alone(tmp_path, batch: int) -> str:
     return path
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_the_qoperator_lstm_is_litert_s_integer_recurrence(tmp_path, batch):
+@pytest.mark.parametrize("batch, activations", [(1, "int8"), (3, "int8"), (3, "uint8")])
+def test_the_qoperator_lstm_is_litert_s_integer_recurrence(tmp_path, batch, activations):
     """The QOperator export's Scan (backends/onnx/integer_lstm.py) computes the interpreter's integers,
-    forward and reverse, at any sequence length: one QuantizeLinear in the file."""
+    forward and reverse, at any sequence length, int8 or uint8 storage: one QuantizeLinear in the file."""
     from tests.backends.onnx.test_qoperator_16bit import on_input_grid
     rng = np.random.default_rng(batch)   # its own: the module's RNG feeds the other tests' samples
     path = _lstm_alone(tmp_path, batch)
     r = qr.quantize(path, [{"x": rng.normal(size=(9, batch, 16)).astype(np.float32)} for _ in range(16)],
                     qr.Config(progress=False, budget=None))
     assert sum(op.opdef is qnn.UNIDIRECTIONAL_LSTM for op in r.module.main.ops) == 2
-    out = r.save(tmp_path / "lstm.qop.onnx", format="qoperator")
+    out = r.save(tmp_path / "lstm.qop.onnx", format="qoperator", activations=activations)
     assert [n.op_type for n in onnx.load(out).graph.node].count("QuantizeLinear") == 1
     for steps in (1, 7, 30):
         x = {"x": on_input_grid(r.module, rng.normal(size=(steps, batch, 16)).astype(np.float32) * 1.5)}

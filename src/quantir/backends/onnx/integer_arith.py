@@ -204,11 +204,14 @@ class Planes:
         return [1 << (7 * k) for k in range(len(self.values))]
 
 
-def planes(g, v, bits: int) -> Planes:
-    """The 7-bit planes of ``v`` (a signed ``bits``-wide integer tensor, 8 or 16)."""
+def planes(g, v, bits: int, stored_offset: int = 0) -> Planes:
+    """The 7-bit planes of ``v``, a signed ``bits``-wide integer tensor (8 or 16) stored as itself, or
+    plus ``stored_offset`` (128 for a uint8-stored int8 value)."""
     offset = 1 << (bits - 1)
     count = -(-bits // 7)
-    u = g.binary("Add", g.cast(v, I32), g.const(np.int32(offset), "offset"), I32)
+    u = g.cast(v, I32)
+    if offset != stored_offset:
+        u = g.binary("Add", u, g.const(np.int32(offset - stored_offset), "offset"), I32)
     values, zero_points = [], []
     for k in range(count):
         part = g.binary("Div", u, g.const(np.int32(1 << (7 * k)), "plane_pot"), I32) if k else u

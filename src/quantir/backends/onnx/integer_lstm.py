@@ -32,7 +32,8 @@ from ...numerics.gemmlowp16 import logistic_16, tanh_16, wrap_int16
 from ...runtime.qkernels.unidirectional_lstm import GATE_INTEGER_BITS, prepare_unidirectional_lstm
 from ...types import IntegerType, TensorType
 from .builder import Builder, constant_array, qtype
-from .integer_arith import I8, I64, Graph, Subgraph, mbqm, planes, planes_dot, rdbpot
+from .dtypes import storage_element_type
+from .integer_arith import I8, I32, I64, Graph, Subgraph, mbqm, planes, planes_dot, rdbpot
 
 __all__ = ["lstm_qoperator"]
 
@@ -46,12 +47,19 @@ def _constant(b: Builder, op: Operation, index: int, what: str) -> np.ndarray:
     return np.asarray(ints, np.int64)
 
 
+def _offset(v) -> int:
+    """128 for uint8 storage (``activations="uint8"``: the int8 value + 128), else 0."""
+    return 0 if qtype(v.type).is_signed else 128
+
+
 def _params(op: Operation):
+    """The kernel's Prepare, on the int8 zero points (a uint8-stored tensor's minus 128)."""
     x, w, r, y = op.operands[0], op.operands[1], op.operands[2], op.results[0]
     qx, qy = qtype(x.type), qtype(y.type)
-    return prepare_unidirectional_lstm(float(qx.scale), int(qx.zero_point), tuple(qnn.scales_of(w.type)),
-                                       tuple(qnn.scales_of(r.type)), float(qy.scale), int(qy.zero_point),
-                                       op.attr("cell_scale_log2"), float(qy.scale), int(qy.zero_point),
+    zx, zy = int(qx.zero_point) - _offset(x), int(qy.zero_point) - _offset(y)
+    return prepare_unidirectional_lstm(float(qx.scale), zx, tuple(qnn.scales_of(w.type)),
+                                       tuple(qnn.scales_of(r.type)), float(qy.scale), zy,
+                                       op.attr("cell_scale_log2"), float(qy.scale), zy,
                                        cell_clip=op.attr("cell_clip") or 0.0)
 
 
@@ -124,7 +132,7 @@ def lstm_qoperator(b: Builder, op: Operation) -> None:
     eff_rec = -int(p.output_state_zero_point) * w_rec.sum(axis=-1)
     # the input part of every gate at every step, [T, B, 4, H]
     w = g.const(w_in.reshape(4 * hidden, -1).T.astype(np.int8), "w_in")
-    acc = planes_dot(g, planes(g, b.value(x), 8), "MatMulInteger", w)
+    acc = planes_dot(g, planes(g, b.value(x), 8, stored_offset=_offset(x)), "MatMulInteger", w)
     acc = g.binary("Add", g.node("Reshape", [acc, g.i64([0, 0, 4, hidden], "gates_shape")], I64, what="gates"),
                    g.i64(eff_in, "bias_in"))
     gate_in = g.node("Clip", [mbqm(g, acc, np.asarray(p.input_multiplier).reshape(4, 1),
@@ -144,11 +152,18 @@ def lstm_qoperator(b: Builder, op: Operation) -> None:
                             scan_input_directions=reverse,
                             scan_output_directions=reverse)
     t, batch_dim, _ = y.type.shape
+    signed_y = y.type if not _offset(y) else TensorType(y.type.shape, IntegerType(8))
     scan = nn.ONNX_OP.build([h0, c0, gate_in], [TensorType((batch_dim, hidden), IntegerType(8)),
-                                                TensorType((batch_dim, hidden), I64), y.type],
+                                                TensorType((batch_dim, hidden), I64), signed_y],
                             loc=op.loc, label=f"{g.label}/recurrence", op_type="Scan", domain="", opset=b.opset,
                             node=base64.b64encode(node.SerializeToString()).decode("ascii"))
     b.append(scan)
     scan.results[0].name_hint, scan.results[1].name_hint = f"{g.name}_h_last", f"{g.name}_c_last"
-    b.define(y, scan.results[2])
+    out = scan.results[2]
+    if _offset(y):   # uint8 storage: the int8 hidden states + 128
+        out.name_hint = f"{g.name}_int8"
+        moved = g.binary("Add", g.cast(out, I32), g.const(np.int32(128), "uint8_offset"), I32)
+        out = b.emit(nn.CAST, [moved], y.type, name=y.name_hint, label=f"{g.label}/store", like=op,
+                     to=storage_element_type(y.type))
+    b.define(y, out)
 

@@ -61,6 +61,7 @@ from ...types import TensorType, UniformQuantizedPerAxisType
 from . import qdq
 from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, channel_view, mbqm, mbqm64, mbqm_values,
                             planes, planes_dot)
+from .dtypes import storage_element_type
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, pool_attributes, qtype,
                       same_params)
 
@@ -74,7 +75,7 @@ def _finish(g: Graph, x: Value, lo: int, hi: int, zero_point: int = 0) -> None:
         x = g.binary("Add", x, g.i64(zero_point, "zero_point"))
     x = g.node("Clip", [x, g.i64(lo, "lo"), g.i64(hi, "hi")], I64, what="clamp")
     g.b.define(r, g.b.emit(nn.CAST, [x], r.type, name=r.name_hint, label=f"{g.label}/store", like=g.op,
-                           to=qtype(r.type).storage_type))
+                           to=storage_element_type(r.type)))
 
 
 def _widen(g: Graph, v: Value, element=I64) -> Value:
@@ -373,7 +374,7 @@ def _widened_op(element, build):
             out = g.node("Clip", [out, g.const(dtype(bounds[0]), "lo"), g.const(dtype(bounds[1]), "hi")], element,
                          what="clamp")
         b.define(r, b.emit(nn.CAST, [out], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
-                           to=qtype(r.type).storage_type))
+                           to=storage_element_type(r.type)))
     return convert
 
 
@@ -419,7 +420,7 @@ def transpose_conv(b: Builder, op: Operation) -> None:
         clamped = _requantize(g, acc, np.repeat(m, s * s), np.repeat(sh, s * s), wide_acc, p)
         spread = g.node("DepthToSpace", [g.cast(clamped, F32)], F32, what="depth_to_space", blocksize=s, mode="CRD")
         b.define(r, b.emit(nn.CAST, [spread], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
-                           to=qtype(r.type).storage_type))
+                           to=storage_element_type(r.type)))
         return
     pl = _planes(b, x, op)
     stretched = Planes([_stretch(g, v, zp, strides, kernel, adjust) for v, zp in zip(pl.values, pl.zero_points)],
@@ -429,7 +430,7 @@ def transpose_conv(b: Builder, op: Operation) -> None:
         acc = g.binary("Add", acc, g.i64(bias_values.reshape(-1, 1, 1), "bias"))
     clamped = _requantize(g, acc, m, sh, wide_acc, p)
     b.define(r, b.emit(nn.CAST, [clamped], r.type, name=r.name_hint, label=f"{g.label}/store", like=op,
-                       to=qtype(r.type).storage_type))
+                       to=storage_element_type(r.type)))
 
 
 def _requantize(g: Graph, acc: Value, m: np.ndarray, sh: np.ndarray, wide_acc: bool, p) -> Value:
