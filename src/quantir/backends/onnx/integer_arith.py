@@ -27,8 +27,9 @@ from ...ir.dialects import nn
 from ...types import FloatType, IntegerType, TensorType
 from .builder import Builder, base_name
 
-__all__ = ["Graph", "Subgraph", "Planes", "planes", "planes_dot", "I64", "I32", "I16", "I8", "U8", "I1", "F32",
-           "F64", "rdbpot", "mbqm", "mbqm_values", "mbqm64", "channel_view"]
+__all__ = ["Graph", "Subgraph", "Planes", "planes", "planes_dot", "weighted_sum", "powers_of_two", "bit_length",
+           "I64", "I32", "I16", "I8", "U8", "I1", "F32", "F64", "rdbpot", "mbqm", "mbqm_values", "mbqm64",
+           "channel_view"]
 
 I64, I32, I16, I8 = IntegerType(64), IntegerType(32), IntegerType(16), IntegerType(8)
 U8, I1 = IntegerType(8, "unsigned"), IntegerType(1)
@@ -93,6 +94,7 @@ class Graph(_Arith):
 
     def const(self, array, what: str) -> Value:
         return self.b.const(np.asarray(array), f"{self.name}_{what}")
+
 
 class Subgraph(_Arith):
     """Nodes and initializers of a GraphProto of their own (a Scan body), named ``<prefix><k>``."""
@@ -224,15 +226,37 @@ def planes(g, v, bits: int, stored_offset: int = 0) -> Planes:
 
 def planes_dot(g, a: Planes, op_type: str, rhs, rhs_zero_point=None, **attrs):
     """``Σ_k 2^(7k) · op_type(p_k - zp_k, rhs)`` in int64: ``op_type`` is ConvInteger or MatMulInteger,
-    ``rhs`` the int8 weights (or a uint8 plane with ``rhs_zero_point``)."""
-    total = None
+    ``rhs`` the int8 weights, a uint8 plane with ``rhs_zero_point``, or Planes (an activation on
+    both sides: the double sum over both operands' planes)."""
+    if isinstance(rhs, Planes):
+        return weighted_sum(g, [(planes_dot(g, a, op_type, value, zp, **attrs), weight)
+                                for value, zp, weight in zip(rhs.values, rhs.zero_points, rhs.weights)])
+    terms = []
     for value, zp, weight in zip(a.values, a.zero_points, a.weights):
         inputs = [value, rhs, g.const(np.uint8(zp), "plane_zero_point")]
         if rhs_zero_point is not None:
             inputs.append(g.const(np.uint8(rhs_zero_point), "plane_zero_point"))
-        part = g.cast(g.node(op_type, inputs, I32, what=op_type.lower(), **attrs), I64)
-        if weight != 1:
-            part = g.binary("Mul", part, g.i64(weight, "plane_weight"))
+        terms.append((g.cast(g.node(op_type, inputs, I32, what=op_type.lower(), **attrs), I64), weight))
+    return weighted_sum(g, terms)
+
+
+def weighted_sum(g, terms: list) -> object:
+    """``Σ weight·value`` of int64 ``(value, weight)`` pairs (no Mul for a weight of 1)."""
+    total = None
+    for value, weight in terms:
+        part = value if weight == 1 else g.binary("Mul", value, g.i64(weight, "plane_weight"))
         total = part if total is None else g.binary("Add", total, part)
     return total
 
+
+def powers_of_two(g) -> object:
+    """``[2^0, 2^1, ..., 2^62]`` (int64): Gather reads ``2^e`` for an exponent computed at run time."""
+    return g.i64(np.left_shift(np.int64(1), np.arange(63, dtype=np.int64)), "pow2")
+
+
+def bit_length(g, v) -> object:
+    """The bit length of each positive int64 element of ``v``: how many powers of two it reaches,
+    counted by comparisons (ONNX has no CountLeadingZeros)."""
+    column = g.node("Unsqueeze", [v, g.i64([-1], "last")], I64, what="column")
+    reached = g.cast(g.binary("GreaterOrEqual", column, powers_of_two(g), I1), I64)
+    return g.node("ReduceSum", [reached, g.i64([-1], "last")], I64, what="bits", keepdims=0)

@@ -18,7 +18,8 @@ conv (16x8)            the int16 input as three unsigned 7-bit planes (``integer
 fully_connected        the same planes, MatMulInteger each, the bias, then the reference kernel's
                        double-precision rounding: round-half-away(double(acc)·scale[c])
 transpose_conv         kernel = stride: a 1x1 conv to C_out·s² phase channels, then
-                       DepthToSpace (on the int16 values as float: exact); else the QDQ form
+                       DepthToSpace (on the int16 values as float: exact); else a conv over the
+                       planes stretched with zero-point rows and columns, kernel flipped
 batch_matmul (16x16)   both operands as planes: nine MatMulInteger, then the 64-bit MBQM
 add / sub              each input's rescale is a function of its int16 value: a 65,536-entry
                        table (Gather), then the sum and the 32-bit MBQM (or, with power-of-two
@@ -59,8 +60,8 @@ from ...runtime.qkernels.add import INT16_VALUES, AddPotParams, rescale_input
 from ...runtime.qkernels.transpose_conv import prepare_transpose_conv
 from ...types import TensorType, UniformQuantizedPerAxisType
 from . import qdq
-from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, channel_view, mbqm, mbqm64, mbqm_values,
-                            planes, planes_dot)
+from .integer_arith import (F32, F64, I1, I32, I64, U8, Graph, Planes, bit_length, channel_view, mbqm, mbqm64,
+                            mbqm_values, planes, planes_dot, powers_of_two)
 from .dtypes import storage_element_type
 from .builder import (Builder, activation_of, activation_range, base_name, constant_array, pool_attributes, qtype,
                       same_params)
@@ -110,7 +111,7 @@ def _zp(v: Value) -> int:
 
 # -- converters -------------------------------------------------------------------------------------
 
-def _requires(op: Operation, *values: Value) -> bool:
+def _requires(*values: Value) -> bool:
     """Every operand and result that should be int16 is (a mixed 8/16 op keeps its QDQ form)."""
     return all(_is_int16(v) for v in values)
 
@@ -127,13 +128,18 @@ def _bias(b: Builder, bias: list[Value]) -> np.ndarray | None:
     return None if values is None else np.asarray(values, np.int64)
 
 
+def _int32_bias(b: Builder, bias: list[Value]) -> bool:
+    """Is the op's bias stored int32 (LiteRT's quantized_bias_type INT32: an int32 accumulator)?"""
+    return bool(bias) and np.asarray(constant_array(b.value(bias[0]))).dtype == np.int32
+
+
 def _weighted(b: Builder, op: Operation):
     """``(x, w, bias operands, result, int8 weights, int64 bias or None)`` of a conv-like op with int16
     input and result and constant weights and bias; None (after writing its QDQ form) otherwise."""
     x, w, *bias = op.operands
     r = op.results[0]
     ints, bias_values = _weights(b, w), _bias(b, bias)
-    if not _requires(op, x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None:
+    if not _requires(x, r) or ints is None or (bias and bias_values is None) or x.type.shape is None:
         qdq.CONVERT[op.opdef](b, op)
         return None
     return x, w, bias, r, ints, bias_values
@@ -162,11 +168,10 @@ def fully_connected(b: Builder, op: Operation) -> None:
     x, w, bias, r, ints, bias_values = parts
     g = Graph(b, op)
     per_axis = isinstance(qtype(w.type), UniformQuantizedPerAxisType)
-    stored_bias = constant_array(b.value(bias[0])) if bias else None
     p = qk.prepare_fully_connected(
         _scale(x), _scales(w) if per_axis else _scales(w)[0], _scale(r), _zp(r), activation_of(op),
         channels=ints.shape[0], storage=np.int16, input_zero_point=_zp(x),
-        bias_type="int32" if stored_bias is not None and np.asarray(stored_bias).dtype == np.int32 else "int64")
+        bias_type="int32" if _int32_bias(b, bias) else "int64")
     acc = planes_dot(g, _planes(b, x, op), "MatMulInteger", g.const(np.ascontiguousarray(ints.T), "w_t"))
     if bias_values is not None:
         acc = g.binary("Add", acc, g.i64(bias_values, "bias"))
@@ -192,7 +197,7 @@ def _round_half_away(g: Graph, a: Value) -> Value:
 def batch_matmul(b: Builder, op: Operation) -> None:
     a, c = op.operands
     r = op.results[0]
-    if not _requires(op, a, c, r):
+    if not _requires(a, c, r):
         return qdq.CONVERT[op.opdef](b, op)
     g = Graph(b, op)
     p = qk.prepare_batch_matmul(_scale(a), _scale(c), _scale(r), _zp(r))
@@ -205,12 +210,7 @@ def batch_matmul(b: Builder, op: Operation) -> None:
             pl = Planes([g.node("Transpose", [t], U8, what="adj", perm=perm) for t in pl.values], pl.zero_points)
         operands.append(pl)
     lhs, rhs = operands
-    acc = None   # Σ_l 2^(7l) · (lhs @ (rhs_l - zp_l)), each a sum over lhs's planes
-    for value, zp, weight in zip(rhs.values, rhs.zero_points, rhs.weights):
-        part = planes_dot(g, lhs, "MatMulInteger", value, rhs_zero_point=zp)
-        if weight != 1:
-            part = g.binary("Mul", part, g.i64(weight, "plane_weight"))
-        acc = part if acc is None else g.binary("Add", acc, part)
+    acc = planes_dot(g, lhs, "MatMulInteger", rhs)
     _finish(g, mbqm64(g, acc, p.output_multiplier, p.output_shift), -32768, 32767)
 
 
@@ -218,7 +218,7 @@ def _add_sub(sign: int):
     def convert(b: Builder, op: Operation) -> None:
         a, c = op.operands
         r = op.results[0]
-        if not _requires(op, a, c, r):
+        if not _requires(a, c, r):
             return qdq.CONVERT[op.opdef](b, op)
         g = Graph(b, op)
         prepare = qk.prepare_add if sign > 0 else qk.prepare_sub
@@ -251,7 +251,7 @@ def _by_stored_value(values: np.ndarray) -> np.ndarray:
 def mul(b: Builder, op: Operation) -> None:
     a, c = op.operands
     r = op.results[0]
-    if not _requires(op, a, c, r):
+    if not _requires(a, c, r):
         return qdq.CONVERT[op.opdef](b, op)
     g = Graph(b, op)
     p = qk.prepare_mul(_scale(a), _scale(c), _scale(r), _zp(r), activation_of(op), storage=np.int16,
@@ -266,7 +266,7 @@ def mean(b: Builder, op: Operation) -> None:
     the graph: ``k = min(floor(log2 N), 32, 31 + shift)``, ``M' = (M·2^k) // N``, ``shift' = shift - k``."""
     x, r = op.operands[0], op.results[0]
     shape = x.type.shape
-    if not _requires(op, x, r) or shape is None:
+    if not _requires(x, r) or shape is None:
         return qdq.CONVERT[op.opdef](b, op)
     axes = [int(a) % len(shape) for a in op.attr("axes")]
     g = Graph(b, op)
@@ -280,10 +280,8 @@ def mean(b: Builder, op: Operation) -> None:
     dims = g.node("Shape", [b.value(x)], I64, (len(shape),), what="dims")
     n = g.node("ReduceProd", [g.node("Gather", [dims, g.i64(axes, "reduced")], I64, what="reduced", axis=0)], I64,
                what="count", keepdims=0)
-    powers = g.i64(np.left_shift(np.int64(1), np.arange(63, dtype=np.int64)), "pow2")
-    log2_n = g.binary("Sub", g.node("ReduceSum", [g.cast(g.binary("GreaterOrEqual", g.node(
-        "Unsqueeze", [n, g.i64([0], "first")], I64, what="column"), powers, I1), I64)], I64, what="bits",
-        keepdims=0), g.i64(1, "one"))
+    powers = powers_of_two(g)
+    log2_n = g.binary("Sub", bit_length(g, n), g.i64(1, "one"))
     k = g.node("Min", [log2_n, g.i64(min(32, 31 + int(shift)), "k_max")], I64, what="k")
     pow_k = g.node("Gather", [powers, k], I64, what="pow_k", axis=0)
     folded = g.binary("Div", g.binary("Mul", g.i64(int(big_m), "multiplier"), pow_k), n)
@@ -298,7 +296,7 @@ def mean(b: Builder, op: Operation) -> None:
 def average_pool(b: Builder, op: Operation) -> None:
     x, r = op.operands[0], op.results[0]
     shape = x.type.shape
-    if not _requires(op, x, r) or shape is None or len(shape) != 4 or shape[1] is None:
+    if not _requires(x, r) or shape is None or len(shape) != 4 or shape[1] is None:
         return qdq.CONVERT[op.opdef](b, op)
     g = Graph(b, op)
     p = qk.prepare_average_pool(_scale(x), _zp(x), _scale(r), _zp(r), activation_of(op), storage=np.int16)
@@ -322,7 +320,7 @@ def average_pool(b: Builder, op: Operation) -> None:
 
 def softmax(b: Builder, op: Operation) -> None:
     x, r = op.operands[0], op.results[0]
-    if not _requires(op, x, r):
+    if not _requires(x, r):
         return qdq.CONVERT[op.opdef](b, op)
     g = Graph(b, op)
     p = qk.prepare_softmax(_scale(x), float(op.attr("beta")), _scale(r), _zp(r), storage=np.int16,
@@ -337,13 +335,9 @@ def softmax(b: Builder, op: Operation) -> None:
     exps = g.node("Gather", [g.const(exp_table, "exp_table"), g.binary("Add", diff, g.i64(65535, "diff_offset"))],
                   I64, what="exp", axis=0)
     total = g.node("ReduceSum", [exps, g.i64([-1], "last")], I64, what="sum", keepdims=1)
-    # CountLeadingZeros(total) of an int32 >= 1: 32 minus its bit length, the powers of two it reaches
-    powers = g.i64(np.left_shift(np.int64(1), np.arange(32, dtype=np.int64)), "powers")
-    reached = g.binary("GreaterOrEqual", g.node("Unsqueeze", [total, g.i64([-1], "last")], I64, what="column"),
-                       powers, I1)
-    bits = g.node("ReduceSum", [g.cast(reached, I64), g.i64([-1], "last")], I64, what="bits", keepdims=0)
-    headroom = g.binary("Sub", g.i64(32, "word"), bits)
-    pow2 = g.i64(np.left_shift(np.int64(1), np.arange(63, dtype=np.int64)), "pow2")
+    # CountLeadingZeros(total) of an int32 >= 1: 32 minus its bit length
+    headroom = g.binary("Sub", g.i64(32, "word"), bit_length(g, total))
+    pow2 = powers_of_two(g)
     at = lambda e, what: g.node("Gather", [pow2, e], I64, what=what, axis=0)   # noqa: E731
     shifted = g.binary("Mul", total, at(g.binary("Sub", headroom, g.i64(1, "one")), "headroom"))
     normalized = g.binary("Div", g.binary("Add", shifted, g.i64(1 << 13, "round13")), g.i64(1 << 14, "pot14"))
@@ -363,7 +357,7 @@ def _widened_op(element, build):
     """An op ONNX Runtime has no int16 kernel for, on the int16 values widened exactly (Cast), cast back."""
     def convert(b: Builder, op: Operation) -> None:
         x, r = op.operands[0], op.results[0]
-        if not _requires(op, x, r) or not same_params(x.type, r.type):
+        if not _requires(x, r) or not same_params(x.type, r.type):
             return qdq.CONVERT[op.opdef](b, op)
         g = Graph(b, op)
         wide = g.cast(b.value(x), element)
@@ -410,7 +404,7 @@ def transpose_conv(b: Builder, op: Operation) -> None:
     m = np.broadcast_to(np.asarray(p.multiplier).reshape(-1), (c_out,))
     sh = np.broadcast_to(np.asarray(p.shift).reshape(-1), (c_out,))
     # the kernel's accumulator follows the bias: an int32 one (the IR's) means the 32-bit MBQM
-    wide_acc = not (bias and np.asarray(constant_array(b.value(bias[0]))).dtype == np.int32)
+    wide_acc = not _int32_bias(b, bias)
     if kernel == strides and strides[0] == strides[1] and not any(adjust):
         s = strides[0]
         phases = ints.transpose(0, 2, 3, 1).reshape(c_out * s * s, c_in, 1, 1)
