@@ -26,6 +26,9 @@ Per model (a model that fails anywhere is a row with the error, never a crash):
   in float and why, its accuracy in ONNX Runtime (int16 ops as LiteRT's 16x8 arithmetic in ONNX
   Runtime's integer ops, exact; int8 ops ONNX Runtime's QLinear kernels, within a step) and its
   latency against fp32 (the int16 emulation is exact, not fast);
+* the metric's noise floor: the fp32 model with every conv / matmul weight moved by 0.1% at random
+  (``perturbed_weights``), scored like the quantized ones: where this alone misses a bar, the bar is
+  within the metric's noise on those inputs (int8 rounding moves a typical weight several times as far);
 * ONNX Runtime latency (CPU, one thread, the first evaluation batch): fp32, quantir's int8 (the
   best of its QDQ exports with int8 and uint8 activation storage), ORT's quantize_static model
   (the best of its QInt8 and QUInt8 activation forms) and NNCF's (all are in the JSON), median of
@@ -99,6 +102,38 @@ def ort_quantize(model: Path, out: Path, feed: str, calib: list[np.ndarray], met
     return time.perf_counter() - t
 
 
+WEIGHT_NOISE = 1e-3   # relative: the fp32 model's noise-floor figure (perturbed_weights)
+
+
+def perturbed_weights(model: Path, out: Path, rel: float = WEIGHT_NOISE, seed: int = 0) -> Path:
+    """``model`` with every Conv / ConvTranspose / Gemm / MatMul constant weight multiplied by
+    ``1 + rel·N(0, 1)``, still fp32: how far the task metric moves for a change smaller than int8
+    rounding's (per-channel int8 moves a weight by up to half of max|w| / 127, uniformly: 0.2-0.4%
+    of a typical weight's size, several times 1e-3)."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(str(model))
+    rng = np.random.default_rng(seed)
+    weights = {n.input[1] for n in m.graph.node if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul")
+               and len(n.input) > 1}
+
+    def noisy(t):
+        a = numpy_helper.to_array(t)
+        if a.dtype != np.float32 or a.ndim < 2:
+            return None
+        return numpy_helper.from_array((a * (1 + rel * rng.standard_normal(a.shape))).astype(np.float32), t.name)
+    for t in m.graph.initializer:
+        if t.name in weights and (new := noisy(t)) is not None:
+            t.CopyFrom(new)
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0] in weights and n.attribute[0].name == "value":
+            new = noisy(n.attribute[0].t)
+            if new is not None:
+                n.attribute[0].t.CopyFrom(new)
+    onnx.save(m, str(out))
+    return out
+
+
 def latencies(paths: dict[str, Path], feed: dict, rounds: int, budget_s: float) -> dict[str, float]:
     """Median milliseconds per run of each model, in turn, round after round (after a warm-up run)."""
     times = round_robin({k: session(p) for k, p in paths.items()}, feed, rounds, budget_s)
@@ -127,6 +162,13 @@ def measure(model, args, work: Path) -> dict:
     chars = model.characters() if model.kind in ("rec", "dddd_rec") else None
     score = lambda got: accuracy(model.kind, ref, got, chars, input_hw=model.sizes[0][2:])  # noqa: E731
     paths = {"fp32": model.path}
+
+    try:   # the noise floor: fp32 with its weights moved by 0.1%
+        noisy = session(perturbed_weights(model.path, work / f"{model.name}.noisy.onnx"))
+        row["fp32_weight_noise"] = {"relative": WEIGHT_NOISE,
+                                    "accuracy": score([noisy.run(None, {feed: b}) for b in evaluate])}
+    except Exception as e:  # noqa: BLE001
+        row["fp32_weight_noise_error"] = f"{type(e).__name__}: {str(e)[:300]}"
 
     ort_path = work / f"{model.name}.ort.qdq.onnx"
     # per-channel first, as quantir; models of opset < 13 get per-channel DequantizeLinear nodes
@@ -279,6 +321,9 @@ def table(rows: dict) -> str:
             lines.append(f"{'':20}QOperator: {r['qoperator_quantize_linear']} QuantizeLinear, "
                          f"{_figure(r.get('accuracy_ort_qoperator'))}, "
                          f"latency/fp32 {r.get('quantir_qoperator_latency_ratio', nan):.2f}")
+        if "fp32_weight_noise" in r:
+            noise = r["fp32_weight_noise"]
+            lines.append(f"{'':20}fp32, weights x (1 + {noise['relative']:g}·N(0,1)): {_figure(noise['accuracy'])}")
         for why, n in r.get("qoperator_requantized", {}).items():
             lines.append(f"{'':20}QOperator, {n} op(s) in float: {why[:100]}")
         for f in r["left_float"][:4]:

@@ -1,5 +1,6 @@
-"""HardSigmoid has no LiteRT builtin: it expands, before calibration, into MUL and ADD (whose int8
-saturation clamps to [0, 1]); each interior value is observed and has its own parameters.
+"""HardSigmoid has no LiteRT builtin: it expands, before calibration, into MUL and ADD with a fused
+RELU (the bound 0; the bound 1 is the end of the output's range, where int8 and int16 storage both
+saturate); each interior value is observed and has its own parameters.
 Written-out hard-swish (x·HardSigmoid(x), x·Relu6(x + 3)/6) becomes one HARD_SWISH."""
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def test_hard_sigmoid_is_mul_then_add_in_int8(tmp_path):
     add = next(op for op in r.module.main.ops if op.name == "qnn.add")
     out = add.results[0].type.element_type
     assert (out.scale, out.zero_point) == (pytest.approx(1 / 255), -128)   # the range [0, 1]: saturation clamps
+    assert add.attr("activation") == "RELU"          # a no-op at int8 (zero point -128), the bound 0 at int16
     y = run(r.module, {"x": X})["y"]
     want = np.clip(0.2 * X + 0.5, 0, 1)
     assert y.min() == 0.0 and y.max() == pytest.approx(1.0)
@@ -51,6 +53,41 @@ def test_hard_sigmoid_is_mul_then_add_in_int8(tmp_path):
     s_mul = next(op for op in r.module.main.ops if op.name == "qnn.mul").results[0].type.element_type.scale
     # the input's rounding (scaled by 0.2), then MUL's and ADD's own roundings
     assert np.abs(y - want).max() <= 0.2 * s_in / 2 + s_mul / 2 + out.scale / 2 + 1e-6
+
+
+def test_hard_sigmoid_computes_in_int16_under_16x8(tmp_path):
+    """int16 activations: MUL and ADD stay int16 (the ADD's RELU clamps at 0, int16 saturation at
+    the range's end), so the gate has 65,535 steps, not 255; LiteRT's BUILTIN_REF gives the same
+    integers and both ONNX exports run them (the QOperator file with one QuantizeLinear, exact)."""
+    from quantir.types import UniformQuantizedType
+    from tests.backends.onnx.test_qoperator_16bit import on_input_grid
+    r = qr.quantize(_hard_sigmoid(tmp_path), {"x": X}, qr.Config(progress=False, activations="int16"))
+    assert _ops(r) == ["quant.qcast", "qnn.mul", "qnn.add", "quant.dcast", "func.return"]
+    add = next(op for op in r.module.main.ops if op.name == "qnn.add")
+    out = add.results[0].type.element_type
+    assert isinstance(out, UniformQuantizedType) and out.storage_type.width == 16 and out.zero_point == 0
+    assert add.attr("activation") == "RELU" and out.scale == pytest.approx(1 / 32767)
+    y = run(r.module, {"x": X})["y"]
+    want = np.clip(0.2 * X + 0.5, 0, 1)
+    assert y.min() == 0.0 and y.max() == pytest.approx(1.0)
+    assert np.abs(y - want).max() <= 2e-4          # int8 activations: 1/255 steps, errors up to ~0.01
+    r.save(tmp_path / "q.onnx", format="qdq")
+    got = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
+    s_in = r.module.main.ops[0].results[0].type.element_type.scale
+    s_mul = next(op for op in r.module.main.ops if op.name == "qnn.mul").results[0].type.element_type.scale
+    # float arithmetic between QDQ pairs: a step of the input (scaled by 0.2), of MUL and of ADD apart
+    assert np.abs(got - y).max() <= 0.2 * s_in + s_mul + out.scale + 1e-7
+    r.save(tmp_path / "q.qop.onnx", format="qoperator")
+    qop = onnx.load(str(tmp_path / "q.qop.onnx"))
+    assert [n.op_type for n in qop.graph.node].count("QuantizeLinear") == 1
+    grid = on_input_grid(r.module, X)
+    got = ort.InferenceSession(str(tmp_path / "q.qop.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": grid})
+    assert np.array_equal(got[0], run(r.module, {"x": grid})["y"])
+    pytest.importorskip("ai_edge_litert.interpreter")
+    from quantir.verify import verify_tflite
+    r.save(tmp_path / "m.tflite")
+    report = verify_tflite(tmp_path / "m.tflite", {"x": X[:64]})
+    assert report.ok, report.text()
 
 
 def test_interior_values_are_observed_and_seen_by_callbacks(tmp_path):

@@ -56,9 +56,10 @@ def region_bits(region: Region, activations: str) -> int:
 
 
 def clips_by_range(region: Region) -> bool:
-    """Does ``region`` absorb a Clip that no fused activation expresses (Clip(0, 1) of a hard
-    sigmoid), leaving it to int8's asymmetric range, which saturates at both bounds? int16's
-    symmetric range [-amax, amax] would let the values below the lower bound through."""
+    """Does ``region`` absorb a Clip that no fused activation expresses (Clip(-1, 2), say), leaving
+    it to int8's asymmetric range, which saturates at both bounds? int16's symmetric range
+    [-amax, amax] would let the values below the lower bound through. (A Clip(0, hi) is a RELU and
+    the range's end: ``Region.activation``.)"""
     act = region.match.ops.get("act")
     return act is not None and act.opdef is nn.CLIP and region.activation == "NONE"
 

@@ -12,7 +12,6 @@ window of a conv or pool in LiteRT's terms.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -75,14 +74,18 @@ class Region:
 
     @property
     def activation(self) -> str:
-        """The fused LiteRT activation: NONE, RELU, RELU6 or RELU_N1_TO_1."""
+        """The fused LiteRT activation: NONE, RELU, RELU6 or RELU_N1_TO_1. A Clip(0, hi) with no
+        activation of its own (a hard sigmoid's Clip(0, 1)) is RELU: its upper bound is the end of
+        the output's range, where int8 (asymmetric) and int16 (symmetric) storage both saturate, so
+        only the lower bound needs the clamp."""
         act = self.match.ops.get("act")
         if act is None:
             return "NONE"
         if act.opdef is nn.RELU:
             return "RELU"
         lo, hi = act.attr("min"), act.attr("max")
-        return {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1", (0.0, math.inf): "RELU"}.get((lo, hi), "NONE")
+        fused = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo, hi))
+        return fused or ("RELU" if lo == 0.0 else "NONE")
 
 
 @dataclass

@@ -365,7 +365,8 @@ GELU = declare(QuantOp(
 
 # -- HardSigmoid: no LiteRT builtin, so an expansion -----------------------------------------------------
 # max(0, min(1, α·x + β)) becomes Clip(Add(Mul(x, α), β), 0, 1), the float32 operations ONNX Runtime
-# performs: MUL by an int8 constant, then ADD, whose output range [0, 1] the int8 saturation clamps.
+# performs: MUL by a constant, then ADD with a fused RELU (the bound 0) whose output range ends at 1,
+# where the storage saturates (int8's asymmetric range and int16's symmetric one alike: 16x8 too).
 # x·HardSigmoid(x) with (1/6, ½) is hard-swish: that stays whole for the pattern above.
 
 
@@ -392,4 +393,4 @@ def _expand_hard_sigmoid(rw: Rewriter, m: Match) -> list[Value]:
 
 HARD_SIGMOID = declare_expansion(Rule(
     "hard_sigmoid", Pat.op(nn.UNARY["hard_sigmoid"], Pat.any("x"), name="op"), _expand_hard_sigmoid,
-    check=_check_hard_sigmoid, doc="HardSigmoid -> MUL, ADD and the clamp of int8 saturation"))
+    check=_check_hard_sigmoid, doc="HardSigmoid -> MUL, ADD (RELU) and the clamp of the output range's saturation"))
