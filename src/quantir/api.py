@@ -434,7 +434,7 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     params = solve(annotation, statistics, config, fn)
     int_fn = lower(fn, annotation, params, config)
     promotion = rounding = None
-    # weight_rounding="auto": once tensors are int16 the int8 weights are most of the error left, so
+    # weight_rounding="auto": once tensors are int16 the int8 weights' rounding matters more, so
     # hessian rounding is measured against nearest there (Config.weight_rounding)
     auto = config.weight_rounding == "auto" and any(hessian_applies(r) for r in annotation.regions)
     if searching and samples_of(statistics):
