@@ -30,6 +30,7 @@ from .quantize.config import DEFAULT_BUDGET, Config
 from .quantize.data import as_dataset
 from .quantize.expand import expand, would_expand
 from .quantize import outliers as _outliers
+from .quantize import channel_split as _channel_split
 from .quantize.health import check as check_health
 from .quantize.lower import lower
 from .quantize.naming import integer_name
@@ -185,6 +186,8 @@ class Result:
     promotion: Promotion | None = None
     # the LayerNorm outlier passes (Config.outliers, quantize.outliers): what each rewrote, what it left and why
     outliers: _outliers.OutlierStats = field(default_factory=_outliers.OutlierStats)
+    # conv -> activation -> depthwise conv sites split in channel groups (Config.channel_split, quantize.channel_split)
+    channel_groups: _channel_split.SplitStats = field(default_factory=_channel_split.SplitStats)
     # weight_rounding="auto" once tensors are int16 (promoted, or every activation): the metric of
     # each rounding measured and the one kept ({"nearest", "hessian", "metric", "kept"}), or None when it did not apply
     rounding: dict | None = None
@@ -238,6 +241,7 @@ class Result:
             "quantized": dict(self.quantized_ops()),
             "rewritten": self.rewritten(),
             "outliers": self.outliers.as_dict(),
+            "channel_groups": self.channel_groups.as_dict(),
             "not_rewritten": {rule: reason for (rule, _), reason in self.rewrites.refused.items()},
             "left_float": [{"op": op.label or op.name, "kind": op.name, "reason": self._left_float_reason(op, why)}
                            for op, why in self.annotation.float_ops if not is_integer_computation(op)],
@@ -279,6 +283,7 @@ class Result:
             lines.append("rewritten before calibration (each interior value observed):")
             lines += [f"  {n:<14} {k} ({_rewrite_doc(k)})" for k, n in sorted(s["rewritten"].items())]
         lines += _outliers.summary_lines(self.outliers)
+        lines += _channel_split.summary_lines(self.channel_groups)
         if s["integer_ops"]:
             kinds = Counter(f["kind"] for f in s["integer_ops"])
             lines.append(f"integer shape ops kept as they are: {len(s['integer_ops'])} ("
@@ -423,6 +428,12 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
     dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
     # LayerNorm outliers into the matmul weights (quantize.outliers); the dataset it returns still holds every sample
     outlier_stats, dataset = _outliers.run(fn, dataset, config, make_engine)
+    # channels far smaller than their tensor's, before a depthwise conv: a group of their own (channel_split)
+    splits, dataset = _channel_split.plan(fn, dataset, config, make_engine)
+    if splits and module is model:
+        module = clone_module(module)
+        fn = module.main
+    split_stats = _channel_split.apply(fn, splits, config)
     annotation = annotate(fn, config)
     if not annotation.regions:
         reasons = "; ".join(f"{op.label or op.name}: {why}" for op, why in annotation.float_ops[:8])
@@ -472,7 +483,7 @@ def quantize(model: Any, calibration: Any = None, config: Config | None = None) 
         _warnings.warn(message, QuantizationWarning, stacklevel=_user_stacklevel())
     return Result(Module([int_fn]), fn, annotation, params, statistics, config,
                   warnings=health.warnings, degenerate_data=health.degenerate_data, rewrites=rewrites,
-                  promotion=promotion, outliers=outlier_stats, rounding=rounding)
+                  promotion=promotion, outliers=outlier_stats, rounding=rounding, channel_groups=split_stats)
 
 
 def calibration_stats(model: Any, calibration: Any, config: Config | None = None) -> Module:
@@ -490,6 +501,8 @@ def calibration_stats(model: Any, calibration: Any, config: Config | None = None
         ensure_names(fn)
     dataset = as_dataset(calibration, [s.name for s in input_specs(fn)])
     _, dataset = _outliers.run(fn, dataset, config, make_engine)
+    # no channel groups (Config.channel_split): they depend on the samples, and statistics of one
+    # model from two sets of samples must merge (merge_stats); quantize from them splits nothing either
     annotation = annotate(fn, config)
     searching = parse_budget(config.budget) is not None and config.activations == "int8" and not config.int16
     statistics = calibrate(fn, annotation, dataset, config, make_engine, hold_out=HELD_OUT if searching else 0)

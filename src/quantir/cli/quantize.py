@@ -78,6 +78,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=("minmax", "percentile", "entropy", "mse"), default="entropy",
                    help="how activation ranges are chosen from the calibration data")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel")
+    p.add_argument("--no-channel-split", action="store_true",
+                   help="keep a conv -> activation -> depthwise conv whose channels differ in range by 16x or more "
+                        "as it is (default: its small channels get a conv, activation and depthwise conv, so a "
+                        "scale, of their own; exact in float)")
     p.add_argument("--exclude", nargs="*", default=(), metavar="NAME",
                    help="node names (or op kinds like nn.softmax) to keep in float")
     p.add_argument("--max-samples", type=int, default=None, help="use at most this many calibration samples")
@@ -200,6 +204,7 @@ def _config(args: argparse.Namespace, output: str | None = None):
                   bias_correction=args.bias_correction, weight_rounding=args.weight_rounding,
                   target=target_for(output or args.output, args.target),
                   activations="int16" if args.activations == "int16" else "int8", int16=tuple(args.int16),
+                  channel_split=not args.no_channel_split,
                   **({} if args.budget is None else {"budget": args.budget}))
 
 

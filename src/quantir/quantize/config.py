@@ -108,6 +108,14 @@ class Config:
     but its top-1 in LiteRT arithmetic came out 0.08-0.23 points lower on the two calibration sets
     measured (docs/numerics.md §9); all-MiniLM-L6-v2 is post-LN, where neither applies.
 
+    ``channel_split``: a conv whose output channels differ in range by 16x or more, read through an
+    elementwise activation by a depthwise conv, becomes two convs, two activations and two depthwise
+    convs on two channel groups (``quantize.channel_split``; exact in float, LiteRT ops only), so the
+    small channels get a scale of their own instead of rounding steps the big ones set. Before
+    calibration, from one float pass over the first 64 samples. On by default: PicoDet's stem has
+    such channels (and a depthwise conv that amplifies their rounding); False keeps the graph as it is.
+    ``calibration_stats`` does not split (statistics of one model from two sample sets must merge).
+
     ``callback`` replaces the calibration method for every region output: a function of a
     ``calibrate.CalibrationInfo`` returning a ``methods.Range`` (the RFC's CalibrationCallback).
 
@@ -134,6 +142,7 @@ class Config:
     outliers: tuple[str, ...] | None = ()      # LayerNorm outlier passes, off by default (quantize.outliers; see above)
     mode: Mode = "static"                     # static (calibrated int8/16x8) | dynamic (no data; see above)
     workers: int | None = None                # threads for the budget's integer runs; None: every CPU (see above)
+    channel_split: bool = True                # conv -> activation -> depthwise conv in channel groups (see above)
 
     def __post_init__(self) -> None:
         if self.method_options is None:

@@ -56,6 +56,7 @@ from ..ir import Value
 from ..numerics import NEAR_ZERO_TOLERANCE, asymmetric_qparams
 from .attention_mask import MaskedAdds, bias_range, masked_range
 from .calibrate import CalibrationInfo, Statistics, default_callback, interiors
+from .channel_split import source_name
 from .config import Config
 from .methods import Range
 from .ops.activation import gates_itself, silu_input_range
@@ -161,8 +162,10 @@ class _Solver:
                 self.fixed16.setdefault(self.root[k], self.fixed16.pop(k, None))
         self._provisional: dict[int, tuple[float, float]] = {}
         # Config.int16: the classes of the named tensors are int16 (mixed precision, quantize.precision)
+        # (a tensor that channel_split divided is named by its groups' copies too)
         wanted = set(config.int16)
-        self.promoted = {self.root[k] for k, v in self.values.items() if v.name_hint in wanted}
+        self.promoted = {self.root[k] for k, v in self.values.items()
+                         if v.name_hint in wanted or source_name(v.name_hint) in wanted}
         # an int16 tensor takes its observed min/max: 65,535 steps need no clipping of outliers
         self.wide_config = dataclasses.replace(config, method="minmax", method_options=None)
         # attention masks (quantize.attention_mask): class root -> the range its members get
