@@ -117,6 +117,10 @@ def _weights(op: Operation) -> np.ndarray | None:
     return constant_array(op.operands[1]) if len(op.operands) > 1 else None
 
 
+def _bias(op: Operation) -> np.ndarray | None:
+    return constant_array(op.operands[2]) if len(op.operands) > 2 else None
+
+
 def _channels(v: Value) -> int | None:
     shape = v.type.shape
     return shape[1] if shape is not None and len(shape) == 4 else None
@@ -127,8 +131,7 @@ def _depthwise(op: Operation) -> bool:
     w = _weights(op)
     c = _channels(op.operands[0])
     return (op.opdef is nn.CONV and w is not None and w.ndim == 4 and w.shape[1] == 1 and c is not None
-            and c > 1 and int(op.attr("group", 1)) == c and (len(op.operands) < 3 or
-                                                              constant_array(op.operands[2]) is not None))
+            and c > 1 and int(op.attr("group", 1)) == c and (len(op.operands) < 3 or _bias(op) is not None))
 
 
 def _scalars_and(op: Operation, known: set[int]) -> bool:
@@ -140,7 +143,7 @@ def _scalars_and(op: Operation, known: set[int]) -> bool:
     return True
 
 
-def _tail(dw: Operation) -> list[Operation]:
+def _tail(dw: Operation, position) -> list[Operation]:
     """The elementwise ops after ``dw`` that read only its output, each other and scalar constants,
     in program order, up to the last point where one value leaves them; [] when none does."""
     y = dw.result
@@ -155,7 +158,7 @@ def _tail(dw: Operation) -> list[Operation]:
                     found.append(user)
                     known.add(id(user.result))
                     grew = True
-    found.sort(key=_position(dw))
+    found.sort(key=position)
     for k in range(len(found), 0, -1):   # the longest prefix that only its last value leaves
         prefix = found[:k]
         inside = {id(op) for op in prefix}
@@ -166,9 +169,9 @@ def _tail(dw: Operation) -> list[Operation]:
     return []
 
 
-def _site_of(dw: Operation) -> Site | None:
+def _site_of(dw: Operation, position) -> Site | None:
     """The site whose depthwise conv is ``dw``, or None when what feeds it is not a conv through
-    elementwise ops that nothing else reads."""
+    elementwise ops that nothing else reads. ``position``: an op's index in the function."""
     x = dw.operands[0]
     if len(x.uses) != 1:
         return None
@@ -201,13 +204,13 @@ def _site_of(dw: Operation) -> Site | None:
                 frontier.append(o)
     if conv is None or _weights(conv) is None or int(conv.attr("group", 1)) != 1:
         return None
-    if len(conv.operands) > 2 and constant_array(conv.operands[2]) is None:
+    if len(conv.operands) > 2 and _bias(conv) is None:
         return None
     c = _channels(conv.result)
     if c is None or c != _channels(x):
         return None
-    chain.sort(key=_position(dw))
-    site = Site(conv, chain, dw, _tail(dw))
+    chain.sort(key=position)
+    site = Site(conv, chain, dw, _tail(dw, position))
     members = {id(op) for op in chain} | {id(dw)}
     for v in site.values:   # nothing outside the site reads Z or the chain, and shapes never broadcast
         if v.type.shape != conv.result.type.shape or any(id(user) not in members for user, _ in v.uses):
@@ -215,18 +218,13 @@ def _site_of(dw: Operation) -> Site | None:
     return site
 
 
-def _position(anchor: Operation):
-    block = anchor.block
-    order = {id(op): i for i, op in enumerate(block.ops)} if block is not None else {}
-    return lambda op: order.get(id(op), 0)
-
-
 def find_sites(fn: Function, config: Config) -> list[Site]:
     """Every conv -> elementwise chain -> depthwise conv of ``fn`` that no ``exclude`` names."""
     sites = []
+    order = {id(op): i for i, op in enumerate(fn.ops)}
     for op in fn.ops:
         if op.opdef is nn.CONV and _depthwise(op):
-            site = _site_of(op)
+            site = _site_of(op, lambda o: order[id(o)])
             if site is not None and not any(config.excludes(o.label, o.name)
                                             for o in (site.conv, *site.chain, site.depthwise)):
                 sites.append(site)
@@ -254,13 +252,12 @@ def channel_ranges(fn: Function, sites: list[Site], dataset: DatasetManager, con
     return {n: np.maximum(hi[n], 0.0) - np.minimum(lo[n], 0.0) for n in lo}
 
 
-def small_channels(widths: list[np.ndarray], ratio: float | None = None) -> np.ndarray | None:
+def small_channels(widths: list[np.ndarray], ratio: float = RATIO) -> np.ndarray | None:
     """The channels whose width is below ``1/ratio`` of the tensor's in every one of ``widths``
     (``Z``'s, then ``X``'s) and not zero in the last (``X``), as a bool mask; None when a split
     would not help: no such channel, only such channels, or a range that is not finite."""
     if not widths or not all(np.all(np.isfinite(w)) for w in widths):
         return None
-    ratio = RATIO if ratio is None else ratio
     small = widths[-1] > 0   # a channel dead in X is exact zero at any scale: it stays with the wide ones
     for w in widths:
         small &= w * ratio < w.max()
@@ -288,15 +285,23 @@ def _copy(fn: Function, before: Operation, src: Operation, operands: list[Value]
     return out
 
 
+def _copy_elementwise(fn: Function, before: Operation, ops: list[Operation], mapped: dict[int, Value],
+                      tag: str) -> None:
+    """Group ``tag``'s copy of elementwise ``ops`` (program order), reading ``mapped`` versions of
+    their operands (by id; scalar constants as they are); adds their results to ``mapped``."""
+    for op in ops:
+        operands = [mapped.get(id(o), o) for o in op.operands]
+        mapped[id(op.result)] = _copy(fn, before, op, operands, f"{_label(op)}/channels_{tag}",
+                                      f"{op.result.name_hint}{GROUP_SUFFIX}{tag}")
+
+
 def rewrite(fn: Function, site: Site, small: np.ndarray) -> None:
     """Split ``site`` into the ``small`` channels and the others (see the module notes)."""
     dw = site.depthwise
     anchor = site.tail[-1] if site.tail else dw   # every op and constant the copies read comes before it
     groups = [np.flatnonzero(small), np.flatnonzero(~small)]
-    weight, bias = _weights(site.conv), (constant_array(site.conv.operands[2]) if len(site.conv.operands) > 2
-                                         else None)
-    dw_weight = _weights(dw)
-    dw_bias = constant_array(dw.operands[2]) if len(dw.operands) > 2 else None
+    weight, bias = _weights(site.conv), _bias(site.conv)
+    dw_weight, dw_bias = _weights(dw), _bias(dw)
     multiplier = dw_weight.shape[0] // len(small)
     parts, order = [], []
     for tag, g in zip("ab", groups):
@@ -306,20 +311,14 @@ def rewrite(fn: Function, site: Site, small: np.ndarray) -> None:
         if bias is not None:
             operands.append(_constant(fn, anchor, bias[g], f"{name}.bias"))
         mapped = {id(conv.result): _copy(fn, anchor, conv, operands, f"{_label(conv)}/channels_{tag}", name)}
-        for op in site.chain:
-            operands = [mapped.get(id(o), o) for o in op.operands]
-            mapped[id(op.result)] = _copy(fn, anchor, op, operands, f"{_label(op)}/channels_{tag}",
-                                          f"{op.result.name_hint}{GROUP_SUFFIX}{tag}")
+        _copy_elementwise(fn, anchor, site.chain, mapped, tag)
         out_channels = (g[:, None] * multiplier + np.arange(multiplier)[None, :]).ravel()
         name = f"{dw.result.name_hint}{GROUP_SUFFIX}{tag}"
         operands = [mapped[id(dw.operands[0])], _constant(fn, anchor, dw_weight[out_channels], f"{name}.weight")]
         if dw_bias is not None:
             operands.append(_constant(fn, anchor, dw_bias[out_channels], f"{name}.bias"))
         mapped[id(dw.result)] = _copy(fn, anchor, dw, operands, f"{_label(dw)}/channels_{tag}", name, group=len(g))
-        for op in site.tail:
-            operands = [mapped.get(id(o), o) for o in op.operands]
-            mapped[id(op.result)] = _copy(fn, anchor, op, operands, f"{_label(op)}/channels_{tag}",
-                                          f"{op.result.name_hint}{GROUP_SUFFIX}{tag}")
+        _copy_elementwise(fn, anchor, site.tail, mapped, tag)
         parts.append(mapped[id(site.exit)])
         order.append(out_channels)
     joined = fn.body.insert_before(anchor, nn.CONCAT.build(parts, None, loc=dw.loc, label=f"{_label(dw)}/channels",
